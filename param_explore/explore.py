@@ -1,0 +1,139 @@
+"""SGD-Explore and Adam-Explore: mean and precision learned separately (eq. 111).
+
+The naive parameter-exploration baselines of Appendix K. Each weight has a mean μ (the
+parameter tensor) and a learned precision p = σ⁻², initialised to 1e4 (Table 3), and
+the network is evaluated at θ = μ + ε/√p. Eq. 111 writes the variance step on σ²;
+the authors' released code takes it on the precision (``NOTES.md`` item 7), which is
+what is done here. With g = ∇θF(θ) the chain rule through θ = μ + ε p^{-1/2} gives
+
+    ∇μ = g,        ∇p = −g ⊙ ε / (2 p^{3/2}).
+
+∇p is formed in :meth:`step` from ``p.grad`` and the stored ε, so it is exact for any
+loss of θ whichever way the gradient was computed (``sampled_params()`` or ``sample()``).
+
+**Keeping the precision positive.** The released code applies no safeguard; with the
+paper's step sizes the precision moves by about α^(σ) = 1e-2 per step away from 1e4
+and never gets near zero. A plain gradient step on p can nonetheless cross zero when
+the step size is raised (∇p grows like p^{-3/2} as p shrinks), so after every step the
+precision is clamped from below at ``min_precision`` (default 1, i.e. σ ≤ 1). In the
+paper's regime the clamp never acts, so the updates equal the unclipped released code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import Tensor
+
+from .adam_kernel import adam_moment_step_
+from .sampling import WeightSampling
+from .validation import require_betas, require_positive
+
+
+class _PrecisionExplore(WeightSampling, torch.optim.Optimizer):
+    """Shared state and gradients of the two Explore variants; subclasses move μ and p."""
+
+    def _init_state(self, group: dict, p: Tensor) -> dict:
+        state = self.state[p]
+        if "precision" not in state:
+            state["step"] = torch.tensor(0.0)
+            state["precision"] = torch.full_like(
+                p, group["initial_precision"], memory_format=torch.preserve_format
+            )
+        return state
+
+    def _sampling_std(self, group: dict, p: Tensor) -> Tensor:
+        return self._init_state(group, p)["precision"].rsqrt()
+
+    def _update(self, group: dict, p: Tensor, state: dict, precision_grad: Tensor) -> None:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        """One update of μ and of the precision from ``p.grad``; no closure needed."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self._init_state(group, p)
+                state["step"] += 1
+                precision = state["precision"]
+                noise = state.get("noise")
+                if noise is None:  # gradient taken at μ itself: θ does not depend on p
+                    precision_grad = torch.zeros_like(precision)
+                else:
+                    # ∇p = −g ε / (2 p^{3/2}), at the precision that produced the sample.
+                    precision_grad = p.grad * noise * precision.pow(-1.5) * -0.5
+                self._update(group, p, state, precision_grad)
+                precision.clamp_(min=group["min_precision"])
+        return loss
+
+
+class SGDExplore(_PrecisionExplore):
+    """Eq. 111 with plain gradient steps: μ ← μ − α g,  p ← p − α^(σ) ∇p (then clamp)."""
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict],
+        lr: float = 1e-4,
+        precision_lr: float = 1e-2,
+        initial_precision: float = 1e4,
+        min_precision: float = 1.0,
+    ) -> None:
+        defaults = dict(
+            lr=require_positive("lr", lr),
+            precision_lr=require_positive("precision_lr", precision_lr),
+            initial_precision=require_positive("initial_precision", initial_precision),
+            min_precision=require_positive("min_precision", min_precision),
+        )
+        super().__init__(params, defaults)
+
+    def _update(self, group: dict, p: Tensor, state: dict, precision_grad: Tensor) -> None:
+        p.add_(p.grad, alpha=-group["lr"])
+        state["precision"].add_(precision_grad, alpha=-group["precision_lr"])
+
+
+class AdamExplore(_PrecisionExplore):
+    """Eq. 111 with two independent Adams: on μ (α, γ₁, γ₂) and on p (α^(σ), γ₁^(σ), γ₂^(σ))."""
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict],
+        lr: float = 1e-4,
+        betas: tuple[float, float] = (0.9, 0.999),
+        precision_lr: float = 1e-2,
+        precision_betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        initial_precision: float = 1e4,
+        min_precision: float = 1.0,
+    ) -> None:
+        defaults = dict(
+            lr=require_positive("lr", lr),
+            betas=require_betas("betas", betas),
+            precision_lr=require_positive("precision_lr", precision_lr),
+            precision_betas=require_betas("precision_betas", precision_betas),
+            eps=require_positive("eps", eps),
+            initial_precision=require_positive("initial_precision", initial_precision),
+            min_precision=require_positive("min_precision", min_precision),
+        )
+        super().__init__(params, defaults)
+
+    def _update(self, group: dict, p: Tensor, state: dict, precision_grad: Tensor) -> None:
+        if "exp_avg" not in state:
+            for key in ("exp_avg", "exp_avg_sq", "precision_exp_avg", "precision_exp_avg_sq"):
+                state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        step = int(state["step"])
+        adam_moment_step_(
+            p, p.grad, p.grad, state["exp_avg"], state["exp_avg_sq"],
+            step, group["lr"], group["betas"], group["eps"],
+        )  # fmt: skip
+        adam_moment_step_(
+            state["precision"], precision_grad, precision_grad,
+            state["precision_exp_avg"], state["precision_exp_avg_sq"],
+            step, group["precision_lr"], group["precision_betas"], group["eps"],
+        )  # fmt: skip

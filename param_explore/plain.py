@@ -1,0 +1,47 @@
+"""SGD-Plain and Adam-Plain: the original DDPG actor optimizers, no noise injection.
+
+These are ``torch.optim.SGD`` / ``torch.optim.Adam`` themselves (so they keep torch's
+fast kernels and state layout) with the sampling interface answering σ = 0: θ is μ,
+``sampled_params()`` leaves the weights untouched and ``resample_noise()`` draws no
+random numbers. Agents therefore run the paper's "original DDPG without any noise
+injection" (Appendix K) through exactly the code path the exploring strategies use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor
+
+from .sampling import WeightSampling
+from .validation import require_betas, require_positive
+
+
+class SGDPlain(WeightSampling, torch.optim.SGD):
+    """μ ← μ − α g with Table 3's α = 1e-4."""
+
+    explores = False
+
+    def __init__(self, params: Iterable[Tensor] | Iterable[dict], lr: float = 1e-4) -> None:
+        super().__init__(params, lr=require_positive("lr", lr))
+
+
+class AdamPlain(WeightSampling, torch.optim.Adam):
+    """torch's Adam with Table 3's α = 1e-4, (γ₁, γ₂) = (0.9, 0.999), δ = 1e-8."""
+
+    explores = False
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict],
+        lr: float = 1e-4,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        super().__init__(
+            params,
+            lr=require_positive("lr", lr),
+            betas=require_betas("betas", betas),
+            eps=require_positive("eps", eps),
+        )

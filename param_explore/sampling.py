@@ -1,0 +1,129 @@
+"""The weight-sampling interface shared by every exploration optimizer.
+
+Each optimizer keeps a Gaussian q(θ) = N(μ, σ²) over the parameters it owns: the
+``torch.nn.Parameter`` tensors hold the mean μ, and σ is derived from the optimizer's
+own state (its second-moment or precision vector). Exploration means evaluating the
+network at a sample θ = μ + σ⊙ε instead of at μ (Khan et al. 2018, Alg. 1-2 line 3).
+
+Three things must hold for DDPG with parameter exploration (Appendix K and the
+authors' released code, ``NOTES.md`` item 1):
+
+* the *same* θ_t acts in the environment at step t and receives that step's actor
+  gradient. The noise ε is therefore drawn explicitly with :meth:`resample_noise` and
+  kept in the optimizer state until the next draw; every way of evaluating θ uses it;
+* the gradient handed to :meth:`step` is ∇θF at the sample. Because θ = μ + σ⊙ε with σ
+  held fixed, ∂θ/∂μ = I and ∇μF(θ) = ∇θF(θ), so gradients may land on the parameter
+  tensors either by running the network on the parameters overwritten with θ
+  (:meth:`sampled_params`) or by running it functionally on tensors differentiable
+  w.r.t. μ (:meth:`sample`);
+* the mean is restored *exactly* (a copy, not θ − σ⊙ε, which would drift by rounding).
+
+Strategies that do not sample (``sgd-plain``, ``adam-plain``) implement the same
+interface with σ = 0 and no noise at all, so callers never branch on the strategy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor
+
+
+class WeightSampling:
+    """Mixin adding the sampling interface to a ``torch.optim.Optimizer``.
+
+    Subclasses set :attr:`explores` and implement :meth:`_sampling_std`. The noise ε of
+    each parameter lives in ``self.state[p]["noise"]`` so that it is saved by
+    ``state_dict()`` and a reloaded run reuses the very θ it was acting with.
+    """
+
+    #: Whether weights are perturbed at all. ``False`` gives σ = 0 and θ = μ.
+    explores: bool = True
+
+    # Provided by torch.optim.Optimizer.
+    param_groups: list[dict]
+    state: dict
+
+    # ------------------------------------------------------------------ internals
+    def _sampling_std(self, group: dict, p: Tensor) -> Tensor:
+        """σ of the parameter ``p`` from the current optimizer state (same shape as p)."""
+        raise NotImplementedError
+
+    def _named_params(self) -> Iterator[tuple[dict, Tensor]]:
+        for group in self.param_groups:
+            for p in group["params"]:
+                yield group, p
+
+    def _noise(self, p: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        state = self.state[p]
+        if "noise" not in state:
+            state["noise"] = torch.randn(
+                p.shape, dtype=p.dtype, device=p.device, generator=generator
+            )
+        return state["noise"]
+
+    @torch.no_grad()
+    def _perturbations(self) -> list[Tensor]:
+        """σ⊙ε for every parameter, in ``param_groups`` order (detached)."""
+        return [self._sampling_std(g, p).mul_(self._noise(p)) for g, p in self._named_params()]
+
+    # ------------------------------------------------------------------ public API
+    @torch.no_grad()
+    def resample_noise(self, generator: torch.Generator | None = None) -> None:
+        """Draw a fresh ε ~ N(0, I) for every parameter (in place, no allocation).
+
+        Call once per environment step (the paper) or once per episode (Appendix K,
+        footnote 10). Noise-free strategies do nothing and consume no random numbers.
+        """
+        if not self.explores:
+            return
+        for _, p in self._named_params():
+            state = self.state[p]
+            if "noise" in state:
+                state["noise"].normal_(generator=generator)
+            else:
+                self._noise(p, generator)
+
+    def sample(self) -> list[Tensor]:
+        """θ = μ + σ⊙ε for every parameter, differentiable w.r.t. μ.
+
+        The functional path: the parameters are not touched, so code that must keep
+        them intact (an SB3 policy, a concurrent evaluation) can run the network with
+        ``torch.func.functional_call`` on these tensors. Backpropagating a loss through
+        them fills ``p.grad`` with ∇θF(θ). Noise-free strategies return the parameters.
+        """
+        params = [p for _, p in self._named_params()]
+        if not self.explores:
+            return params
+        return [p + d for p, d in zip(params, self._perturbations())]
+
+    @contextmanager
+    def sampled_params(self) -> Iterator[None]:
+        """Temporarily write θ = μ + σ⊙ε into the parameters; restore μ exactly on exit.
+
+        Gradients computed inside land in ``p.grad`` as ∇θF(θ). μ is restored from a
+        copy, also when the body raises.
+        """
+        if not self.explores:
+            yield
+            return
+        params = [p for _, p in self._named_params()]
+        with torch.no_grad():
+            means = [p.detach().clone() for p in params]
+            for p, d in zip(params, self._perturbations()):
+                p.add_(d)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for p, mean in zip(params, means):
+                    p.copy_(mean)
+
+    @torch.no_grad()
+    def sampling_std(self) -> list[Tensor]:
+        """The current σ of every parameter, in ``param_groups`` order (new tensors)."""
+        if not self.explores:
+            return [torch.zeros_like(p) for _, p in self._named_params()]
+        return [self._sampling_std(g, p) for g, p in self._named_params()]

@@ -1,0 +1,70 @@
+"""VadaGrad: variational AdaGrad (Khan et al. 2018, Sec. 5, eq. 96; Appendix K, Alg. 1)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import Tensor
+
+from .sampling import WeightSampling
+from .validation import require_beta, require_positive
+
+
+class VadaGrad(WeightSampling, torch.optim.Optimizer):
+    """AdaGrad on the mean whose accumulated squared gradients are the precision of q(θ).
+
+    One step, with g = ∇θF(θ) at the sample θ = μ + σ⊙ε (``p.grad``):
+
+        s ← s + (1 − γ₂) g²          (eq. 96 with β = 1 − γ₂; Alg. 1 line 8)
+        μ ← μ − α g / √s              (new s)
+        σ = 1 / √s,  s₁ = ``initial_precision`` (1e4 in Table 3)
+
+    No momentum, no prior and no bias correction (``NOTES.md`` item 4). s only grows, so
+    σ never increases: the search distribution contracts to a point (Sec. 5), which is
+    VadaGrad's fast start and its premature convergence in Appendix K.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict],
+        lr: float = 1e-2,
+        beta2: float = 0.99,
+        initial_precision: float = 1e4,
+    ) -> None:
+        defaults = dict(
+            lr=require_positive("lr", lr),
+            beta2=require_beta("beta2", beta2),
+            initial_precision=require_positive("initial_precision", initial_precision),
+        )
+        super().__init__(params, defaults)
+
+    def _init_state(self, group: dict, p: Tensor) -> dict:
+        state = self.state[p]
+        if "precision" not in state:
+            state["step"] = torch.tensor(0.0)
+            state["precision"] = torch.full_like(
+                p, group["initial_precision"], memory_format=torch.preserve_format
+            )
+        return state
+
+    def _sampling_std(self, group: dict, p: Tensor) -> Tensor:
+        return self._init_state(group, p)["precision"].rsqrt()
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        """One VadaGrad update from ``p.grad`` (∇θF at the current sample); no closure needed."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self._init_state(group, p)
+                state["step"] += 1
+                precision = state["precision"]
+                precision.addcmul_(p.grad, p.grad, value=1.0 - group["beta2"])
+                p.addcdiv_(p.grad, precision.sqrt(), value=-group["lr"])
+        return loss

@@ -1,0 +1,258 @@
+"""Each update rule against an independent NumPy transcription of the paper's equations.
+
+The optimizers run a few steps of a real sampled-gradient loop on a separable quadratic
+F(θ) = Σ ½ a θ² + b θ, whose gradient a θ + b the references compute themselves in
+float64. The noise ε is the only thing shared: the references redraw it from a
+``torch.Generator`` seeded identically, in the same parameter order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import param_explore as pe
+
+SHAPES = [(3, 2), (2,)]
+STEPS = 4
+SEED = 1234
+
+
+def quadratic_coefficients():
+    rng = np.random.default_rng(0)
+    a = [rng.uniform(0.5, 2.0, size=s) for s in SHAPES]
+    b = [rng.normal(size=s) * 50.0 for s in SHAPES]
+    return a, b
+
+
+def initial_means():
+    rng = np.random.default_rng(1)
+    return [rng.normal(size=s) for s in SHAPES]
+
+
+def run_optimizer(name: str, steps: int = STEPS, functional: bool = False, **overrides):
+    """μ after every step, and σ before every step, from the code under test."""
+    a, b = quadratic_coefficients()
+    params = [torch.nn.Parameter(torch.tensor(m, dtype=torch.float32)) for m in initial_means()]
+    opt = pe.make_optimizer(name, params, **overrides)
+    gen = torch.Generator().manual_seed(SEED)
+    means, stds = [], []
+    for _ in range(steps):
+        opt.zero_grad()
+        opt.resample_noise(gen)
+        stds.append([s.double().numpy().copy() for s in opt.sampling_std()])
+
+        def loss_of(thetas):
+            return sum(
+                (0.5 * torch.tensor(ai, dtype=torch.float32) * th**2).sum()
+                + (torch.tensor(bi, dtype=torch.float32) * th).sum()
+                for th, ai, bi in zip(thetas, a, b)
+            )
+
+        if functional:
+            loss_of(opt.sample()).backward()
+        else:
+            with opt.sampled_params():
+                loss_of(params).backward()
+        opt.step()
+        means.append([p.detach().double().numpy().copy() for p in params])
+    return means, stds
+
+
+def reference_noise(steps: int, explores: bool = True):
+    gen = torch.Generator().manual_seed(SEED)
+    if not explores:
+        return [[np.zeros(s) for s in SHAPES] for _ in range(steps)]
+    return [[torch.randn(s, generator=gen).double().numpy() for s in SHAPES] for _ in range(steps)]
+
+
+def assert_trajectories_close(actual, expected, rtol=2e-5, atol=1e-7):
+    assert len(actual) == len(expected)
+    for step, (act, exp) in enumerate(zip(actual, expected)):
+        for a_, e_ in zip(act, exp):
+            np.testing.assert_allclose(a_, e_, rtol=rtol, atol=atol, err_msg=f"step {step}")
+
+
+# ----------------------------------------------------------------------------- references
+def reference_vadam(lr=1e-4, g1=0.9, g2=0.999, lam=1e-8, c=1e4, n=1.0, steps=STEPS):
+    """Alg. 2 / Fig. 1 as the released code orders it (NOTES.md item 3)."""
+    a, b = quadratic_coefficients()
+    mu = initial_means()
+    m = [np.zeros(s) for s in SHAPES]
+    s_ = [np.zeros(s) for s in SHAPES]
+    means, stds = [], []
+    for t, eps in enumerate(reference_noise(steps), start=1):
+        sigma = [1.0 / np.sqrt(n * si + lam + c) for si in s_]  # raw s, line 3
+        stds.append(sigma)
+        theta = [mi + sg * e for mi, sg, e in zip(mu, sigma, eps)]
+        g = [ai * th + bi for ai, th, bi in zip(a, theta, b)]
+        for i in range(len(mu)):
+            s_[i] = g2 * s_[i] + (1 - g2) * g[i] ** 2
+            m[i] = g1 * m[i] + (1 - g1) * (g[i] + lam * mu[i] / n)  # old μ
+            m_hat = m[i] / (1 - g1**t)
+            s_hat = s_[i] / (1 - g2**t)
+            # folded correction: α m̂ / (√ŝ + (λ/N)/√(1-γ₂ᵗ))
+            mu[i] = mu[i] - lr * m_hat / (np.sqrt(s_hat) + (lam / n) / np.sqrt(1 - g2**t))
+        means.append([x.copy() for x in mu])
+    return means, stds
+
+
+def reference_vadagrad(lr=1e-2, g2=0.99, s1=1e4, steps=STEPS):
+    """Eq. 96 / Alg. 1 line 8 (NOTES.md item 4)."""
+    a, b = quadratic_coefficients()
+    mu = initial_means()
+    s_ = [np.full(s, s1) for s in SHAPES]
+    means, stds = [], []
+    for eps in reference_noise(steps):
+        sigma = [1.0 / np.sqrt(si) for si in s_]
+        stds.append(sigma)
+        g = [ai * (mi + sg * e) + bi for ai, mi, sg, e, bi in zip(a, mu, sigma, eps, b)]
+        s_ = [si + (1 - g2) * gi**2 for si, gi in zip(s_, g)]
+        mu = [mi - lr * gi / np.sqrt(si) for mi, gi, si in zip(mu, g, s_)]
+        means.append([x.copy() for x in mu])
+    return means, stds
+
+
+def reference_adam_plain(lr=1e-4, g1=0.9, g2=0.999, delta=1e-8, steps=STEPS):
+    """Fig. 1 (left): Adam with explicit bias correction, θ = μ."""
+    a, b = quadratic_coefficients()
+    mu = initial_means()
+    m = [np.zeros(s) for s in SHAPES]
+    s_ = [np.zeros(s) for s in SHAPES]
+    means = []
+    for t in range(1, steps + 1):
+        for i in range(len(mu)):
+            g = a[i] * mu[i] + b[i]
+            m[i] = g1 * m[i] + (1 - g1) * g
+            s_[i] = g2 * s_[i] + (1 - g2) * g**2
+            mu[i] = mu[i] - lr * (m[i] / (1 - g1**t)) / (np.sqrt(s_[i] / (1 - g2**t)) + delta)
+        means.append([x.copy() for x in mu])
+    return means, [[np.zeros(s) for s in SHAPES]] * steps
+
+
+def reference_sgd_plain(lr=1e-4, steps=STEPS):
+    a, b = quadratic_coefficients()
+    mu = initial_means()
+    means = []
+    for _ in range(steps):
+        mu = [mi - lr * (ai * mi + bi) for mi, ai, bi in zip(mu, a, b)]
+        means.append([x.copy() for x in mu])
+    return means, [[np.zeros(s) for s in SHAPES]] * steps
+
+
+def explore_gradients(mu, prec, eps, a, b):
+    """∇μ and ∇p of F(μ + ε/√p): g and −g ε / (2 p^{3/2})."""
+    g = [ai * (mi + e / np.sqrt(pi)) + bi for ai, mi, e, pi, bi in zip(a, mu, eps, prec, b)]
+    return g, [-gi * e / (2 * pi**1.5) for gi, e, pi in zip(g, eps, prec)]
+
+
+def reference_sgd_explore(lr=1e-4, lr_prec=1e-2, p1=1e4, steps=STEPS):
+    a, b = quadratic_coefficients()
+    mu = initial_means()
+    prec = [np.full(s, p1) for s in SHAPES]
+    means, stds = [], []
+    for eps in reference_noise(steps):
+        stds.append([1 / np.sqrt(p) for p in prec])
+        g_mu, g_p = explore_gradients(mu, prec, eps, a, b)
+        mu = [m_ - lr * g for m_, g in zip(mu, g_mu)]
+        prec = [p - lr_prec * g for p, g in zip(prec, g_p)]
+        means.append([x.copy() for x in mu])
+    return means, stds
+
+
+def reference_adam_explore(lr=1e-4, lr_prec=1e-2, p1=1e4, g1=0.9, g2=0.999, delta=1e-8):
+    def adam(x, g, m, v, t, alpha):
+        m = g1 * m + (1 - g1) * g
+        v = g2 * v + (1 - g2) * g**2
+        x = x - alpha * np.sqrt(1 - g2**t) / (1 - g1**t) * m / (np.sqrt(v) + delta)
+        return x, m, v
+
+    a, b = quadratic_coefficients()
+    mu = initial_means()
+    prec = [np.full(s, p1) for s in SHAPES]
+    zeros = [[np.zeros(s) for s in SHAPES] for _ in range(4)]
+    m_mu, v_mu, m_p, v_p = zeros
+    means, stds = [], []
+    for t, eps in enumerate(reference_noise(STEPS), start=1):
+        stds.append([1 / np.sqrt(p) for p in prec])
+        g_mu, g_p = explore_gradients(mu, prec, eps, a, b)
+        for i in range(len(mu)):
+            mu[i], m_mu[i], v_mu[i] = adam(mu[i], g_mu[i], m_mu[i], v_mu[i], t, lr)
+            prec[i], m_p[i], v_p[i] = adam(prec[i], g_p[i], m_p[i], v_p[i], t, lr_prec)
+        means.append([x.copy() for x in mu])
+    return means, stds
+
+
+REFERENCES = {
+    "vadam": reference_vadam,
+    "vadagrad": reference_vadagrad,
+    "adam-plain": reference_adam_plain,
+    "sgd-plain": reference_sgd_plain,
+    "sgd-explore": reference_sgd_explore,
+    "adam-explore": reference_adam_explore,
+}
+
+
+def test_every_registered_strategy_has_a_reference():
+    assert set(REFERENCES) == set(pe.available_optimizers())
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+@pytest.mark.parametrize("functional", [False, True], ids=["sampled_params", "sample"])
+def test_update_rule_matches_reference(name, functional):
+    means, stds = run_optimizer(name, functional=functional)
+    ref_means, ref_stds = REFERENCES[name]()
+    assert_trajectories_close(means, ref_means)
+    assert_trajectories_close(stds, ref_stds, rtol=1e-5, atol=1e-9)
+    # The steps must actually move μ, or the comparison proves nothing.
+    assert not np.allclose(means[-1][0], initial_means()[0])
+
+
+def test_vadam_vi_form_matches_reference():
+    """Fig. 1 with N = 50, λ = 2, c = 0 and a larger step so that λμ/N matters."""
+    kwargs = dict(lr=1e-2, prior_precision=2.0, sample_constant=0.0, num_data=50.0)
+    means, stds = run_optimizer("vadam", **kwargs)
+    ref_means, ref_stds = reference_vadam(lr=1e-2, lam=2.0, c=0.0, n=50.0)
+    assert_trajectories_close(means, ref_means)
+    assert_trajectories_close(stds, ref_stds, rtol=1e-5, atol=1e-9)
+
+
+def test_vadam_first_step_by_hand():
+    """t = 1 from s = m = 0: μ moves by α·(1−γ₁)g/(1−γ₁) / (√((1−γ₂)g²)/√(1−γ₂)) = α·sign(g)."""
+    p = torch.nn.Parameter(torch.tensor([0.5, -0.25]))
+    opt = pe.Vadam([p], lr=0.1, prior_precision=0.0, sample_constant=4.0)
+    assert torch.allclose(opt.sampling_std()[0], torch.full((2,), 0.5))  # 1/√(0+0+4)
+    p.grad = torch.tensor([3.0, -2.0])
+    opt.step()
+    assert torch.allclose(p.detach(), torch.tensor([0.4, -0.15]))
+    # σ uses the raw (not bias-corrected) s = (1−γ₂) g² plus c.
+    expected = 1.0 / torch.sqrt(0.001 * torch.tensor([9.0, 4.0]) + 4.0)
+    assert torch.allclose(opt.sampling_std()[0], expected)
+
+
+def test_vadagrad_precision_never_decreases():
+    p = torch.nn.Parameter(torch.zeros(1000))
+    opt = pe.VadaGrad([p], lr=0.1, initial_precision=1.0)
+    gen = torch.Generator().manual_seed(0)
+    previous = opt.sampling_std()[0]
+    for _ in range(20):
+        p.grad = torch.randn(1000, generator=gen) * 5
+        opt.step()
+        current = opt.sampling_std()[0]
+        assert torch.all(current <= previous)
+        previous = current
+    assert previous.max() < 1.0  # it did contract
+
+
+def test_vadam_precision_can_decrease_again():
+    """Unlike VadaGrad, Vadam's s forgets: after large gradients stop, σ grows back."""
+    p = torch.nn.Parameter(torch.zeros(10))
+    opt = pe.Vadam([p], betas=(0.9, 0.5), sample_constant=1.0)
+    p.grad = torch.full((10,), 10.0)
+    opt.step()
+    after_big = opt.sampling_std()[0].clone()
+    for _ in range(5):
+        p.grad = torch.zeros(10)
+        opt.step()
+    assert torch.all(opt.sampling_std()[0] > after_big)
