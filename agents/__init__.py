@@ -1,0 +1,18 @@
+"""agents: a DDPG agent whose actor explores through ``param_explore`` optimizers."""
+
+from .config import DDPGConfig, TrainConfig, resolve_config
+from .ddpg import DDPG, Callback
+from .errors import ConfigError
+from .evaluation import evaluate
+from .training import train
+
+__all__ = [
+    "DDPG",
+    "Callback",
+    "ConfigError",
+    "DDPGConfig",
+    "TrainConfig",
+    "evaluate",
+    "resolve_config",
+    "train",
+]

@@ -1,0 +1,293 @@
+"""Configuration: the agent's hyperparameters and a training run's settings.
+
+Defaults are the paper's experiment (Khan et al. 2018, Appendix K and Table 3;
+Lillicrap et al. 2015). ``configs/ddpg.yaml`` restates them with the source of every
+value and ``configs/<strategy>.yaml`` holds each strategy's Table 3 preset; a test keeps
+the YAML and these dataclasses equal. A run's config is resolved in layers:
+
+    dataclass defaults ← configs/<strategy>.yaml ← --config FILE ← --set k=v ← CLI flags
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+import param_explore
+
+from .errors import ConfigError
+
+
+@dataclass
+class DDPGConfig:
+    """Hyperparameters of the DDPG agent (Appendix K; ``NOTES.md`` items 2, 6, 9)."""
+
+    optimizer: str = "vadam"
+    #: Overrides of the strategy's Table 3 defaults (``param_explore.hyperparameters``).
+    optimizer_kwargs: dict[str, Any] = field(default_factory=dict)
+    hidden_sizes: list[int] = field(default_factory=lambda: [400, 300])
+    buffer_size: int = 1_000_000
+    batch_size: int = 64
+    gamma: float = 0.99
+    tau: float = 1e-3
+    critic_lr: float = 1e-3
+    #: Updates start once the buffer holds *more* than this many transitions.
+    learning_starts: int = 64
+    #: Gradient updates per environment step.
+    gradient_steps: int = 1
+    #: ``sum`` (the released code) or ``mean`` of the minibatch policy gradient.
+    actor_grad_reduction: Literal["sum", "mean"] = "sum"
+    #: Draw new weight noise every environment ``step`` (the paper) or every ``episode``.
+    resample: Literal["step", "episode"] = "step"
+
+    def validate(self) -> None:
+        _validate_fields(self)
+        for key in ("buffer_size", "batch_size", "gradient_steps"):
+            _require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
+        _require(self.learning_starts >= 0, "learning_starts must be >= 0")
+        _require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
+        _require(0 < self.tau <= 1, f"tau must be in (0, 1], got {self.tau}")
+        _require(self.critic_lr > 0, f"critic_lr must be > 0, got {self.critic_lr}")
+        _require(
+            len(self.hidden_sizes) >= 2 and all(h > 0 for h in self.hidden_sizes),
+            f"hidden_sizes needs at least two positive sizes, got {self.hidden_sizes}",
+        )
+        check_optimizer(self.optimizer, self.optimizer_kwargs)
+
+
+@dataclass
+class TrainConfig(DDPGConfig):
+    """A training run: the agent's hyperparameters plus what, how long and where."""
+
+    env: str = "HalfCheetah-v4"
+    seed: int = 0
+    total_steps: int = 3_000_000
+    eval_every: int = 10_000
+    eval_episodes: int = 20
+    checkpoint_every: int = 10_000
+    #: Also checkpoint the replay buffer (HalfCheetah: ~170 MB per million transitions).
+    save_replay_buffer: bool = False
+    #: Interval in steps of loss, σ and speed scalars.
+    log_every: int = 1_000
+    logdir: str = "runs"
+    device: str = "auto"
+
+    def validate(self) -> None:
+        super().validate()
+        for key in ("total_steps", "eval_every", "eval_episodes", "checkpoint_every", "log_every"):
+            _require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
+        _require(
+            self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
+            f"device must be auto, cpu or cuda, got {self.device!r}",
+        )
+
+    def agent_config(self) -> DDPGConfig:
+        names = {f.name for f in dataclasses.fields(DDPGConfig)}
+        return DDPGConfig(**{k: v for k, v in dataclasses.asdict(self).items() if k in names})
+
+    def run_dir(self) -> Path:
+        """``<logdir>/<env>/<optimizer>/seed<k>``: TensorBoard overlays runs per env."""
+        return Path(self.logdir) / self.env / self.optimizer / f"seed{self.seed}"
+
+
+# --------------------------------------------------------------------------- checks
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def check_optimizer(name: str, kwargs: dict[str, Any]) -> None:
+    """Validate a strategy and its overrides by building it over a dummy parameter."""
+    try:
+        param_explore.make_optimizer(name, [_dummy_parameter()], **kwargs)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(str(err)) from None
+
+
+def _dummy_parameter():
+    import torch
+
+    return torch.nn.Parameter(torch.zeros(1))
+
+
+def _validate_fields(config: DDPGConfig) -> None:
+    """Coerce YAML/CLI values to the declared field types, or say which one is wrong."""
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        setattr(config, f.name, _coerce(f.name, hints[f.name], value))
+
+
+def _coerce(name: str, hint: Any, value: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        allowed = typing.get_args(hint)
+        _require(value in allowed, f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+    if origin in (list, dict) or hint in (list, dict):
+        expected = origin or hint
+        _require(isinstance(value, expected), f"{name} must be a {expected.__name__}")
+        if origin is list:
+            (item,) = typing.get_args(hint)
+            return [_coerce(f"{name}[{i}]", item, v) for i, v in enumerate(value)]
+        return value
+    if isinstance(hint, types.UnionType):
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    if hint is bool:
+        _require(isinstance(value, bool), f"{name} must be true or false, got {value!r}")
+        return value
+    if hint in (int, float):
+        number = value
+        if isinstance(value, str):  # YAML 1.1 reads 1e6 as a string
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+        ok = isinstance(number, (int, float)) and not isinstance(number, bool)
+        if ok and hint is int:
+            ok = float(number).is_integer()
+        kind = "an integer" if hint is int else "a number"
+        _require(ok, f"{name} must be {kind}, got {value!r}")
+        return hint(number)
+    if hint is str:
+        _require(isinstance(value, str), f"{name} must be a string, got {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------- loading
+def preset_path(name: str) -> Path:
+    """The YAML shipped in ``configs/`` under ``name`` (e.g. ``ddpg`` or ``vadam``)."""
+    return Path(str(resources.files("configs").joinpath(f"{name}.yaml")))
+
+
+_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+
+
+def _numbers(value: Any) -> Any:
+    """Read ``3e-4``-style strings as floats: YAML 1.1 needs a dot (``3.0e-4``) for that."""
+    if isinstance(value, str) and _FLOAT.match(value):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping from ``path``, or a ConfigError saying why it is not one."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(f"cannot read config file {path}: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        problem = getattr(err, "problem", None) or "invalid YAML"
+        raise ConfigError(f"cannot parse config file {path}{line}: {problem}") from None
+    if data is None:
+        return {}
+    _require(isinstance(data, dict), f"config file {path} must hold a mapping of keys to values")
+    return _numbers(data)
+
+
+def parse_set_options(options: list[str]) -> dict[str, Any]:
+    """``["batch_size=128", "optimizer_kwargs.lr=3e-4"]`` → a nested dict (YAML values)."""
+    result: dict[str, Any] = {}
+    for option in options:
+        key, sep, raw = option.partition("=")
+        _require(bool(sep) and bool(key), f"--set expects key=value, got {option!r}")
+        try:
+            value = _numbers(yaml.safe_load(raw)) if raw else ""
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {key}: cannot parse value {raw!r}") from None
+        *parents, leaf = key.split(".")
+        target = result
+        for parent in parents:
+            target = target.setdefault(parent, {})
+            _require(isinstance(target, dict), f"--set {key}: {parent} is not a mapping")
+        target[leaf] = value
+    return result
+
+
+def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _check_keys(values: dict[str, Any], source: str) -> None:
+    valid = [f.name for f in dataclasses.fields(TrainConfig)]
+    for key in values:
+        if key not in valid:
+            close = difflib.get_close_matches(key, valid, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown config key {key!r} in {source}{hint}")
+
+
+def resolve_config(
+    optimizer: str | None = None,
+    config_file: str | Path | None = None,
+    set_options: list[str] | None = None,
+    **flags: Any,
+) -> TrainConfig:
+    """Merge the layers (see module docstring) into a validated :class:`TrainConfig`.
+
+    ``flags`` are the explicit command-line values (``None`` means not given).
+    """
+    file_values = load_yaml(config_file) if config_file is not None else {}
+    _check_keys(file_values, str(config_file))
+    set_values = parse_set_options(set_options or [])
+    _check_keys(set_values, "--set")
+    flag_values = {k: v for k, v in flags.items() if v is not None}
+    _check_keys(flag_values, "the command line")
+
+    name = (
+        optimizer
+        or set_values.get("optimizer")
+        or file_values.get("optimizer")
+        or TrainConfig.optimizer
+    )
+    try:
+        param_explore.optimizer_class(name)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    preset = load_yaml(preset_path(name))
+    _check_keys(preset, f"preset {name}")
+
+    values = dataclasses.asdict(TrainConfig())
+    for layer in (preset, file_values, set_values, flag_values, {"optimizer": name}):
+        values = _merge(values, layer)
+    config = TrainConfig(**values)
+    config.validate()
+    return config
+
+
+def save_config(config: TrainConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML (the run directory's ``config.yaml``)."""
+    Path(path).write_text(yaml.safe_dump(dataclasses.asdict(config), sort_keys=False))
+
+
+def load_run_config(path: str | Path) -> TrainConfig:
+    """Read back a ``config.yaml`` written by :func:`save_config`."""
+    values = load_yaml(path)
+    _check_keys(values, str(path))
+    config = TrainConfig(**values)
+    config.validate()
+    return config

@@ -1,0 +1,314 @@
+"""DDPG whose actor update is delegated to a ``param_explore`` optimizer.
+
+One environment step follows Algorithms 1-2 of Khan et al. 2018 (Appendix K):
+
+1. (per step, or per episode) draw new weight noise ε — line 3;
+2. act with θ_t = μ_t + σ_t⊙ε — line 4 — and store the transition;
+3. once the buffer holds more than ``learning_starts`` transitions, for each of
+   ``gradient_steps`` updates: sample a minibatch (line 5), take an Adam step on the
+   critic's TD loss with targets from the target networks (line 6), compute the
+   deterministic policy gradient at the *same* θ_t under the updated critic (line 7,
+   ``NOTES.md`` item 1) and hand it to the strategy's ``step()`` (line 8-9), then move the
+   target networks toward the critic and the actor's *mean* μ (line 9-10).
+
+Noise-free strategies (``sgd-plain``, ``adam-plain``) act with μ and no noise at all.
+Time-limit truncation is bootstrapped through: only ``terminated`` ends the return.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+import param_explore
+
+from .config import DDPGConfig
+from .envs import env_id, make_env
+from .errors import ConfigError
+from .networks import Actor, Critic
+from .replay_buffer import ReplayBuffer
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``auto`` → cuda when available, else cpu."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device cuda was requested but no CUDA device is available")
+    return device
+
+
+class Callback:
+    """Hooks into :meth:`DDPG.learn`, in the spirit of SB3's ``BaseCallback``."""
+
+    def on_training_start(self, agent: DDPG) -> None:
+        """Called once before the first step of a ``learn`` call."""
+
+    def on_step(self, agent: DDPG) -> bool:
+        """After every environment step (and its updates); return False to stop."""
+        return True
+
+    def on_episode_end(self, agent: DDPG, episode_return: float, episode_length: int) -> None:
+        """After the last step of a training episode."""
+
+    def on_training_end(self, agent: DDPG) -> None:
+        """Once after the last step, also when training stops early or is interrupted."""
+
+
+@contextmanager
+def _frozen(module: nn.Module) -> Iterator[None]:
+    """No weight gradients for ``module`` (the critic during the actor step: ~10 % FLOPs)."""
+    params = list(module.parameters())
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
+class DDPG:
+    """Deep deterministic policy gradient with parameter-space exploration.
+
+    >>> agent = DDPG("Pendulum-v1", optimizer="vadam", seed=0)   # doctest: +SKIP
+    >>> agent.learn(10_000)                                       # doctest: +SKIP
+    >>> action = agent.predict(obs, deterministic=True)           # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        env: str | gym.Env,
+        config: DDPGConfig | None = None,
+        *,
+        seed: int | None = None,
+        device: str | torch.device = "auto",
+        **overrides: Any,
+    ) -> None:
+        try:
+            self.config = replace(config or DDPGConfig(), **overrides)
+        except TypeError as err:
+            raise ConfigError(str(err)) from None
+        self.config.validate()
+        cfg = self.config
+        self.env = make_env(env)
+        self.env_id = env_id(self.env)
+        self.device = resolve_device(device)
+        self.seed = seed
+
+        obs_dim = self.env.observation_space.shape[0]
+        action_space = self.env.action_space
+        if seed is not None:
+            torch.manual_seed(seed)
+            action_space.seed(seed)
+        self.actor = Actor(obs_dim, action_space.low, action_space.high, cfg.hidden_sizes)
+        self.critic = Critic(obs_dim, action_space.shape[0], cfg.hidden_sizes)
+        self.actor.to(self.device)
+        self.critic.to(self.device)
+        self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+
+        self.actor_optimizer = param_explore.make_optimizer(
+            cfg.optimizer, self.actor.parameters(), **cfg.optimizer_kwargs
+        )
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.buffer = ReplayBuffer(
+            cfg.buffer_size, obs_dim, action_space.shape[0], device=self.device
+        )
+        # One generator for everything the agent draws (minibatches, weight noise), so a
+        # checkpoint captures the agent's randomness in one state.
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed if seed is not None else torch.seed())
+
+        self.num_timesteps = 0
+        self.num_updates = 0
+        self.num_episodes = 0
+        self._obs: np.ndarray | None = None
+        self._episode_return = 0.0
+        self._episode_length = 0
+        # Running sums of (critic loss, actor loss, count) kept on the device: reading
+        # them every step would force a host sync per update.
+        self._loss_sums = torch.zeros(3, device=self.device)
+
+    # ----------------------------------------------------------------- acting
+    def _obs_tensor(self, obs: np.ndarray) -> Tensor:
+        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+
+    @torch.no_grad()
+    def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        """The action for ``obs`` (one observation or a batch).
+
+        ``deterministic=True`` uses the mean μ (evaluation, target); otherwise the
+        current sample θ = μ + σ⊙ε is used (the exploration policy).
+        """
+        obs_t = self._obs_tensor(obs)
+        if deterministic:
+            action = self.actor(obs_t)
+        else:
+            with self.actor_optimizer.sampled_params():
+                action = self.actor(obs_t)
+        return action.cpu().numpy()
+
+    def _reset_episode(self) -> None:
+        seed = self.seed if self.num_episodes == 0 and self.seed is not None else None
+        self._obs, _ = self.env.reset(seed=seed)
+        self._episode_return = 0.0
+        self._episode_length = 0
+        if self.config.resample == "episode":
+            self.actor_optimizer.resample_noise(self.generator)
+
+    # ----------------------------------------------------------------- learning
+    def learn(self, total_steps: int, callback: Callback | None = None) -> DDPG:
+        """Run ``total_steps`` more environment steps, updating after each one."""
+        if total_steps <= 0:
+            raise ConfigError(f"total_steps must be > 0, got {total_steps}")
+        callback = callback or Callback()
+        callback.on_training_start(self)
+        try:
+            for _ in range(total_steps):
+                self._environment_step(callback)
+                if not callback.on_step(self):
+                    break
+        finally:
+            callback.on_training_end(self)
+        return self
+
+    def _environment_step(self, callback: Callback) -> None:
+        cfg = self.config
+        if self._obs is None:
+            self._reset_episode()
+        if cfg.resample == "step":
+            self.actor_optimizer.resample_noise(self.generator)
+        action = self.predict(self._obs, deterministic=False)
+        next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        self.buffer.add(self._obs, action, float(reward), next_obs, terminated)
+        self.num_timesteps += 1
+        self._episode_return += float(reward)
+        self._episode_length += 1
+        self._obs = next_obs
+
+        if len(self.buffer) > cfg.learning_starts:
+            for _ in range(cfg.gradient_steps):
+                self.train_step()
+
+        if terminated or truncated:
+            self.num_episodes += 1
+            callback.on_episode_end(self, self._episode_return, self._episode_length)
+            self._obs = None
+
+    def train_step(self) -> None:
+        """One DDPG update (Alg. 1-2 lines 5-10) at the current weight sample."""
+        cfg = self.config
+        batch = self.buffer.sample(cfg.batch_size, self.generator)
+
+        with torch.no_grad():
+            next_q = self.target_critic(batch.next_obs, self.target_actor(batch.next_obs))
+            target = batch.rewards + cfg.gamma * (1.0 - batch.terminated) * next_q
+        critic_loss = (self.critic(batch.obs, batch.actions) - target).pow(2).mean()
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_optimizer.step()
+
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        with _frozen(self.critic), self.actor_optimizer.sampled_params():
+            q = self.critic(batch.obs, self.actor(batch.obs))
+            actor_loss = -(q.sum() if cfg.actor_grad_reduction == "sum" else q.mean())
+            actor_loss.backward()
+        self.actor_optimizer.step()
+
+        with torch.no_grad():
+            for target_net, net in ((self.target_critic, self.critic), (self.target_actor, self.actor)):  # fmt: skip
+                torch._foreach_lerp_(list(target_net.parameters()), list(net.parameters()), cfg.tau)
+            self._loss_sums += torch.stack(
+                [critic_loss.detach(), actor_loss.detach(), torch.ones((), device=self.device)]
+            )
+        self.num_updates += 1
+
+    def pop_losses(self) -> dict[str, float]:
+        """Mean critic and actor loss since the last call (empty before the first update)."""
+        critic, actor, count = self._loss_sums.tolist()
+        self._loss_sums.zero_()
+        if count == 0:
+            return {}
+        return {"critic": critic / count, "actor": actor / count}
+
+    def sigma_statistics(self) -> dict[str, float]:
+        """Mean, min and max of σ over all actor weights (0 for noise-free strategies)."""
+        stds = torch.cat([s.flatten() for s in self.actor_optimizer.sampling_std()])
+        return {"mean": stds.mean().item(), "min": stds.min().item(), "max": stds.max().item()}
+
+    # ----------------------------------------------------------------- persistence
+    def state_dict(self, include_buffer: bool = False) -> dict[str, Any]:
+        """Everything needed to continue training (the buffer only on request)."""
+        state = {
+            "config": dataclasses.asdict(self.config),
+            "env_id": self.env_id,
+            "seed": self.seed,
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "target_actor": self.target_actor.state_dict(),
+            "target_critic": self.target_critic.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "counters": {
+                "num_timesteps": self.num_timesteps,
+                "num_updates": self.num_updates,
+                "num_episodes": self.num_episodes,
+            },
+            # The env's own RNG, so that a run resumed at an episode boundary continues
+            # with the same episodes as one that was never interrupted.
+            "env_rng": self.env.unwrapped.np_random.bit_generator.state,
+            "at_episode_boundary": self._obs is None,
+        }
+        if include_buffer:
+            state["buffer"] = self.buffer.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name in ("actor", "critic", "target_actor", "target_critic"):
+            getattr(self, name).load_state_dict(state[name])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.generator.set_state(state["generator"])
+        counters = state["counters"]
+        self.num_timesteps = counters["num_timesteps"]
+        self.num_updates = counters["num_updates"]
+        self.num_episodes = counters["num_episodes"]
+        if state.get("at_episode_boundary"):
+            self.env.unwrapped.np_random.bit_generator.state = state["env_rng"]
+        self._obs = None  # a mid-episode state cannot be restored: start a new episode
+        if "buffer" in state:
+            self.buffer.load_state_dict(state["buffer"])
+
+    def save(self, path: str | Path, include_buffer: bool = False) -> None:
+        """Write the agent to ``path`` atomically (a crash never leaves half a file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save(self.state_dict(include_buffer), tmp)
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path, env: str | gym.Env | None = None, device: str = "auto") -> DDPG:
+        """Rebuild an agent saved with :meth:`save` (on ``env``, or a new env of its id)."""
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        agent = cls(
+            env if env is not None else state["env_id"],
+            DDPGConfig(**state["config"]),
+            seed=state["seed"],
+            device=device,
+        )
+        agent.load_state_dict(state)
+        return agent

@@ -1,0 +1,75 @@
+"""Actor and critic of DDPG as in Lillicrap et al. (2015), used by Khan et al. 2018 (App. K).
+
+Both are 400-300 ReLU MLPs. The actor's tanh output is scaled to the action bounds;
+the critic takes the action at its second hidden layer, as in Lillicrap et al. (Sec. 7).
+Hidden layers keep torch's default fan-in uniform initialisation (Lillicrap's
+U(−1/√f, 1/√f)); the output layers start in U(−3e-3, 3e-3) so that initial actions
+and Q-values are near zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+FINAL_LAYER_INIT = 3e-3
+
+
+def _init_output_layer(layer: nn.Linear) -> nn.Linear:
+    nn.init.uniform_(layer.weight, -FINAL_LAYER_INIT, FINAL_LAYER_INIT)
+    nn.init.uniform_(layer.bias, -FINAL_LAYER_INIT, FINAL_LAYER_INIT)
+    return layer
+
+
+class Actor(nn.Module):
+    """Deterministic policy π(s) = scale · tanh(MLP(s)) + offset."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_low: np.ndarray,
+        action_high: np.ndarray,
+        hidden_sizes: Sequence[int] = (400, 300),
+    ) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = obs_dim
+        for size in hidden_sizes:
+            layers += [nn.Linear(width, size), nn.ReLU()]
+            width = size
+        layers.append(_init_output_layer(nn.Linear(width, len(action_low))))
+        self.net = nn.Sequential(*layers)
+        low = torch.as_tensor(action_low, dtype=torch.float32)
+        high = torch.as_tensor(action_high, dtype=torch.float32)
+        self.register_buffer("action_scale", (high - low) / 2)
+        self.register_buffer("action_offset", (high + low) / 2)
+
+    def forward(self, obs: Tensor) -> Tensor:
+        return torch.tanh(self.net(obs)) * self.action_scale + self.action_offset
+
+
+class Critic(nn.Module):
+    """Q(s, a) with the action entering at the second hidden layer."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden_sizes: Sequence[int] = (400, 300)):
+        super().__init__()
+        if len(hidden_sizes) < 2:
+            raise ValueError("the critic needs at least two hidden layers, got {hidden_sizes}")
+        first, second, *rest = hidden_sizes
+        self.obs_layer = nn.Linear(obs_dim, first)
+        self.joint_layer = nn.Linear(first + action_dim, second)
+        layers: list[nn.Module] = []
+        width = second
+        for size in rest:
+            layers += [nn.Linear(width, size), nn.ReLU()]
+            width = size
+        layers.append(_init_output_layer(nn.Linear(width, 1)))
+        self.head = nn.Sequential(*layers)
+
+    def forward(self, obs: Tensor, action: Tensor) -> Tensor:
+        hidden = torch.relu(self.obs_layer(obs))
+        hidden = torch.relu(self.joint_layer(torch.cat([hidden, action], dim=-1)))
+        return self.head(hidden).squeeze(-1)

@@ -1,0 +1,82 @@
+"""TensorBoard events and the eval CSV of one run, safe against kills and resumes.
+
+Tags are stable so that ``tensorboard --logdir runs/<env>`` overlays strategies:
+
+    eval/mean_return, eval/std_return           every ``eval_every`` steps
+    train/episode_return, train/episode_length   every training episode
+    explore/sigma_mean, _min, _max               σ over all actor weights
+    loss/critic, loss/actor                      means over the last ``log_every`` steps
+    time/steps_per_second                        training throughput (evaluation excluded)
+
+The CSV row of an evaluation is flushed to disk before the call returns, and the event
+writer is flushed at every evaluation, so a killed run keeps what it logged. A resumed run
+drops CSV rows past its checkpoint and asks TensorBoard to purge events past it
+(``purge_step``), so the curve has neither duplicated nor missing points.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+from torch.utils.tensorboard import SummaryWriter
+
+EVAL_CSV = "eval.csv"
+EVAL_FIELDS = ["step", "mean_return", "std_return", "episodes", "wall_time"]
+
+
+def read_eval_csv(path: str | Path) -> list[dict[str, float]]:
+    """The rows of an eval CSV as floats (``step`` and ``episodes`` as ints)."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    ints = ("step", "episodes")
+    return [{k: int(v) if k in ints else float(v) for k, v in row.items()} for row in rows]
+
+
+class RunLogger:
+    """Writes one run's TensorBoard events and ``eval.csv``."""
+
+    def __init__(self, run_dir: str | Path, resume_step: int | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.csv_path = self.run_dir / EVAL_CSV
+        if resume_step is None or not self.csv_path.exists():
+            self._rewrite_csv([])
+        else:
+            kept = [row for row in read_eval_csv(self.csv_path) if row["step"] <= resume_step]
+            self._rewrite_csv(kept)
+        purge = None if resume_step is None else resume_step + 1
+        self.writer = SummaryWriter(str(self.run_dir), purge_step=purge, flush_secs=10)
+
+    def _rewrite_csv(self, rows: list[dict[str, float]]) -> None:
+        tmp = self.csv_path.with_suffix(".csv.tmp")
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=EVAL_FIELDS)
+            writer.writeheader()
+            writer.writerows(rows)
+        tmp.replace(self.csv_path)
+
+    def scalar(self, tag: str, value: float, step: int) -> None:
+        self.writer.add_scalar(tag, value, step)
+
+    def evaluation(
+        self, step: int, mean_return: float, std_return: float, episodes: int, wall_time: float
+    ) -> None:
+        self.scalar("eval/mean_return", mean_return, step)
+        self.scalar("eval/std_return", std_return, step)
+        row = dict(
+            step=step,
+            mean_return=mean_return,
+            std_return=std_return,
+            episodes=episodes,
+            wall_time=round(wall_time, 3),
+        )
+        with open(self.csv_path, "a", newline="") as f:
+            csv.DictWriter(f, fieldnames=EVAL_FIELDS).writerow(row)
+            f.flush()
+            os.fsync(f.fileno())
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,181 @@
+"""A training run: agent, periodic evaluation, logging, checkpoints, resume.
+
+Run directory ``<logdir>/<env>/<optimizer>/seed<k>/``::
+
+    config.yaml              the resolved configuration
+    events.out.tfevents.*    TensorBoard scalars (tags in ``run_logger``)
+    eval.csv                 the evaluation curve
+    checkpoints/latest.pt    networks, targets, both optimizers, RNG, counters
+                             (+ replay buffer with ``save_replay_buffer``)
+
+Checkpoints are written every ``checkpoint_every`` steps, at the end, and on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import torch
+from tqdm import tqdm
+
+from .config import TrainConfig, load_run_config, save_config
+from .ddpg import DDPG, Callback
+from .envs import make_env
+from .errors import ConfigError
+from .evaluation import evaluate
+from .run_logger import EVAL_CSV, RunLogger
+
+CHECKPOINT = Path("checkpoints") / "latest.pt"
+#: Offset between the training seed and the evaluation episodes' seeds.
+EVAL_SEED_OFFSET = 1_000_000
+#: Keys that may differ between a run's saved config and the command resuming it.
+RESUMABLE_CHANGES = {"total_steps", "device", "logdir", "eval_episodes"}
+
+
+class RunCallback(Callback):
+    """Evaluation, scalars, checkpoints and progress for :func:`train`."""
+
+    def __init__(
+        self, config: TrainConfig, run_dir: Path, logger: RunLogger, progress: bool
+    ) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.logger = logger
+        self.eval_env = make_env(config.env)
+        self.last_eval: float | None = None
+        self.bar = tqdm(
+            total=config.total_steps,
+            unit="step",
+            dynamic_ncols=True,
+            disable=not (progress and sys.stderr.isatty()),
+        )
+        self._clock = time.perf_counter()
+        self._clock_step = 0
+        self._train_time = 0.0
+
+    def on_training_start(self, agent: DDPG) -> None:
+        self.bar.update(agent.num_timesteps - self.bar.n)
+        self._clock = time.perf_counter()
+        self._clock_step = agent.num_timesteps
+
+    def on_episode_end(self, agent: DDPG, episode_return: float, episode_length: int) -> None:
+        self.logger.scalar("train/episode_return", episode_return, agent.num_timesteps)
+        self.logger.scalar("train/episode_length", episode_length, agent.num_timesteps)
+
+    def on_step(self, agent: DDPG) -> bool:
+        step = agent.num_timesteps
+        cfg = self.config
+        if step % cfg.log_every == 0:
+            self._log_scalars(agent, step)
+        if step % cfg.eval_every == 0:
+            self._evaluate(agent, step)
+        if step % cfg.checkpoint_every == 0:
+            self.checkpoint(agent)
+        if step % 100 == 0:
+            self.bar.update(step - self.bar.n)
+        return step < cfg.total_steps
+
+    def _log_scalars(self, agent: DDPG, step: int) -> None:
+        now = time.perf_counter()
+        elapsed = now - self._clock
+        self._train_time += elapsed
+        speed = (step - self._clock_step) / elapsed if elapsed > 0 else 0.0
+        self.logger.scalar("time/steps_per_second", speed, step)
+        for name, value in agent.pop_losses().items():
+            self.logger.scalar(f"loss/{name}", value, step)
+        for name, value in agent.sigma_statistics().items():
+            self.logger.scalar(f"explore/sigma_{name}", value, step)
+        self.bar.set_postfix(self._postfix(speed), refresh=False)
+        self._clock, self._clock_step = time.perf_counter(), step
+
+    def _postfix(self, speed: float | None = None) -> dict[str, str]:
+        postfix = {}
+        if speed is not None:
+            postfix["steps/s"] = f"{speed:.0f}"
+        if self.last_eval is not None:
+            postfix["eval"] = f"{self.last_eval:.1f}"
+        return postfix
+
+    def _evaluate(self, agent: DDPG, step: int) -> None:
+        started = time.perf_counter()
+        seed = self.config.seed + EVAL_SEED_OFFSET
+        mean, std = evaluate(agent, self.eval_env, self.config.eval_episodes, seed=seed)
+        self.logger.evaluation(step, mean, std, self.config.eval_episodes, time.time())
+        self.last_eval = mean
+        line = f"step {step}: eval return {mean:.1f} ± {std:.1f} ({self.config.eval_episodes} ep)"
+        if self.bar.disable:
+            print(line, flush=True)
+        else:
+            self.bar.write(line)
+        # Evaluation time is not training time: restart the throughput clock.
+        self._clock += time.perf_counter() - started
+
+    def checkpoint(self, agent: DDPG) -> None:
+        agent.save(self.run_dir / CHECKPOINT, include_buffer=self.config.save_replay_buffer)
+
+    def on_training_end(self, agent: DDPG) -> None:
+        self.bar.update(agent.num_timesteps - self.bar.n)
+        self.bar.close()
+
+
+def _check_resumable(saved: TrainConfig, requested: TrainConfig, run_dir: Path) -> None:
+    old, new = dataclasses.asdict(saved), dataclasses.asdict(requested)
+    changed = [k for k in old if old[k] != new[k] and k not in RESUMABLE_CHANGES]
+    if changed:
+        details = ", ".join(f"{k}: {old[k]!r} -> {new[k]!r}" for k in changed)
+        raise ConfigError(f"cannot resume {run_dir} with a different config ({details})")
+
+
+def train(
+    config: TrainConfig, resume: bool = False, progress: bool = True, env: gym.Env | None = None
+) -> Path:
+    """Train as ``config`` says and return the run directory.
+
+    With ``resume``, an existing run directory is continued from its last checkpoint (or
+    started if it has none); without it, a directory that already holds results is an
+    error, so nothing is ever overwritten.
+    """
+    run_dir = config.run_dir()
+    checkpoint_path = run_dir / CHECKPOINT
+    has_results = checkpoint_path.exists() or (run_dir / EVAL_CSV).exists()
+    if has_results and not resume:
+        raise ConfigError(
+            f"{run_dir} already holds a run; pass --resume to continue it, "
+            "or choose another --logdir or --seed"
+        )
+    if resume and (run_dir / "config.yaml").exists():
+        _check_resumable(load_run_config(run_dir / "config.yaml"), config, run_dir)
+
+    device = config.device
+    agent = DDPG(
+        env if env is not None else config.env,
+        config.agent_config(),
+        seed=config.seed,
+        device=device,
+    )
+    resume_step = None
+    if resume and checkpoint_path.exists():
+        agent.load_state_dict(torch.load(checkpoint_path, map_location="cpu", weights_only=False))
+        resume_step = agent.num_timesteps
+        if resume_step >= config.total_steps:
+            print(f"{run_dir}: already complete ({resume_step} steps)", flush=True)
+            return run_dir
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, run_dir / "config.yaml")
+    logger = RunLogger(run_dir, resume_step=resume_step)
+    callback = RunCallback(config, run_dir, logger, progress)
+    try:
+        agent.learn(config.total_steps - agent.num_timesteps, callback)
+    except KeyboardInterrupt:
+        callback.checkpoint(agent)
+        raise
+    finally:
+        logger.close()
+    if agent.num_timesteps % config.checkpoint_every != 0:
+        callback.checkpoint(agent)
+    return run_dir
