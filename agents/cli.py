@@ -25,27 +25,37 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train DDPG whose actor explores by sampling its weights "
         "(Khan et al. 2018, Appendix K). Defaults reproduce the paper's setting.",
     )
-    parser.add_argument("--env", help="gymnasium env id with a Box action space "
-                        "(default HalfCheetah-v4)")  # fmt: skip
+    parser.add_argument(
+        "--env", help="gymnasium env id with a Box action space (default HalfCheetah-v4)"
+    )
     parser.add_argument(
         "--opt",
         help=f"exploration strategy: {', '.join(param_explore.available_optimizers())} "
         "(default vadam)",
     )
     parser.add_argument("--seed", type=int, help="random seed (default 0)")
-    parser.add_argument("--steps", type=int, dest="total_steps",
-                        help="environment steps in total (default 3000000)")  # fmt: skip
+    parser.add_argument(
+        "--steps", type=int, dest="total_steps", help="environment steps in total (default 3000000)"
+    )
     parser.add_argument("--eval-every", type=int, help="steps between evaluations (10000)")
     parser.add_argument("--eval-episodes", type=int, help="episodes per evaluation (20)")
     parser.add_argument("--logdir", help="root of run directories (default runs)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default auto")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the run in its directory from its last checkpoint")  # fmt: skip
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in its directory from its last checkpoint",
+    )
     parser.add_argument("--config", metavar="FILE", help="YAML file overriding the defaults")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        dest="set_options",
-                        help="override one config key, e.g. --set batch_size=128 or "
-                        "--set optimizer_kwargs.lr=3e-4 (repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="set_options",
+        help="override one config key, e.g. --set batch_size=128 or "
+        "--set optimizer_kwargs.lr=3e-4 (repeatable)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 

@@ -118,6 +118,8 @@ class DDPG:
         self.critic.to(self.device)
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self._online_params = [*self.critic.parameters(), *self.actor.parameters()]
+        self._target_params = [*self.target_critic.parameters(), *self.target_actor.parameters()]
 
         self.actor_optimizer = param_explore.make_optimizer(
             cfg.optimizer, self.actor.parameters(), **cfg.optimizer_kwargs
@@ -167,6 +169,11 @@ class DDPG:
         self._episode_length = 0
         if self.config.resample == "episode":
             self.actor_optimizer.resample_noise(self.generator)
+
+    @property
+    def between_episodes(self) -> bool:
+        """True after an episode ended and before the next one starts."""
+        return self._obs is None
 
     # ----------------------------------------------------------------- learning
     def learn(self, total_steps: int, callback: Callback | None = None) -> DDPG:
@@ -228,8 +235,9 @@ class DDPG:
         self.actor_optimizer.step()
 
         with torch.no_grad():
-            for target_net, net in ((self.target_critic, self.critic), (self.target_actor, self.actor)):  # fmt: skip
-                torch._foreach_lerp_(list(target_net.parameters()), list(net.parameters()), cfg.tau)
+            # Targets follow the critic and the actor's mean μ (never a sample), in one
+            # fused op over all tensors.
+            torch._foreach_lerp_(self._target_params, self._online_params, cfg.tau)
             self._loss_sums += torch.stack(
                 [critic_loss.detach(), actor_loss.detach(), torch.ones((), device=self.device)]
             )
@@ -270,7 +278,7 @@ class DDPG:
             # The env's own RNG, so that a run resumed at an episode boundary continues
             # with the same episodes as one that was never interrupted.
             "env_rng": self.env.unwrapped.np_random.bit_generator.state,
-            "at_episode_boundary": self._obs is None,
+            "at_episode_boundary": self.between_episodes,
         }
         if include_buffer:
             state["buffer"] = self.buffer.state_dict()

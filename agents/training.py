@@ -8,7 +8,8 @@ Run directory ``<logdir>/<env>/<optimizer>/seed<k>/``::
     checkpoints/latest.pt    networks, targets, both optimizers, RNG, counters
                              (+ replay buffer with ``save_replay_buffer``)
 
-Checkpoints are written every ``checkpoint_every`` steps, at the end, and on Ctrl-C.
+Checkpoints are written at the first episode end after every ``checkpoint_every`` steps,
+at the end of training, and on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class RunCallback(Callback):
         )
         self._clock = time.perf_counter()
         self._clock_step = 0
-        self._train_time = 0.0
+        self._checkpoint_due = False
 
     def on_training_start(self, agent: DDPG) -> None:
         self.bar.update(agent.num_timesteps - self.bar.n)
@@ -74,6 +75,10 @@ class RunCallback(Callback):
         if step % cfg.eval_every == 0:
             self._evaluate(agent, step)
         if step % cfg.checkpoint_every == 0:
+            self._checkpoint_due = True
+        # Checkpoints wait for the end of an episode: a resumed run then replays exactly
+        # the episodes an uninterrupted one would have (a mid-episode state is not saved).
+        if self._checkpoint_due and agent.between_episodes:
             self.checkpoint(agent)
         if step % 100 == 0:
             self.bar.update(step - self.bar.n)
@@ -82,7 +87,6 @@ class RunCallback(Callback):
     def _log_scalars(self, agent: DDPG, step: int) -> None:
         now = time.perf_counter()
         elapsed = now - self._clock
-        self._train_time += elapsed
         speed = (step - self._clock_step) / elapsed if elapsed > 0 else 0.0
         self.logger.scalar("time/steps_per_second", speed, step)
         for name, value in agent.pop_losses().items():
@@ -116,6 +120,7 @@ class RunCallback(Callback):
 
     def checkpoint(self, agent: DDPG) -> None:
         agent.save(self.run_dir / CHECKPOINT, include_buffer=self.config.save_replay_buffer)
+        self._checkpoint_due = False
 
     def on_training_end(self, agent: DDPG) -> None:
         self.bar.update(agent.num_timesteps - self.bar.n)
@@ -176,6 +181,5 @@ def train(
         raise
     finally:
         logger.close()
-    if agent.num_timesteps % config.checkpoint_every != 0:
-        callback.checkpoint(agent)
+    callback.checkpoint(agent)
     return run_dir

@@ -1,0 +1,175 @@
+"""``train_agent`` end to end: real environments, real TensorBoard files, bad input."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from agents.run_logger import read_eval_csv
+
+SMALL_NET = ["--set", "hidden_sizes=[32,32]"]
+EXPECTED_TAGS = {
+    "eval/mean_return",
+    "eval/std_return",
+    "train/episode_return",
+    "train/episode_length",
+    "explore/sigma_mean",
+    "explore/sigma_min",
+    "explore/sigma_max",
+    "loss/critic",
+    "loss/actor",
+    "time/steps_per_second",
+}
+
+
+def train_agent(*args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
+    """The installed console script, as a user runs it."""
+    exe = Path(sys.executable).with_name("train_agent")
+    return subprocess.run(
+        [str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=600, **kwargs
+    )
+
+
+def scalars(run_dir: Path) -> dict[str, list[int]]:
+    """Steps per tag as TensorBoard itself reads the run (purged events dropped)."""
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [e.step for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_short_halfcheetah_run_writes_the_run_directory(tmp_path):
+    result = train_agent(
+        "--env", "HalfCheetah-v4", "--opt", "vadam", "--steps", "2000", "--seed", "1",
+        "--eval-every", "1000", "--eval-episodes", "2", "--logdir", "out",
+        "--set", "log_every=250", *SMALL_NET, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "out" / "HalfCheetah-v4" / "vadam" / "seed1"
+    assert "step 1000: eval return" in result.stdout  # plain lines when not on a terminal
+
+    files = {p.name for p in run_dir.iterdir()}
+    assert {"config.yaml", "eval.csv", "checkpoints"} <= files
+    assert any(name.startswith("events.out.tfevents") for name in files)
+
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["optimizer"] == "vadam" and config["seed"] == 1
+    assert config["optimizer_kwargs"]["sample_constant"] == 1e4  # the Table 3 preset
+    assert config["hidden_sizes"] == [32, 32] and config["total_steps"] == 2000
+
+    rows = read_eval_csv(run_dir / "eval.csv")
+    assert [r["step"] for r in rows] == [1000, 2000]
+    assert all(r["episodes"] == 2 for r in rows)
+    assert all(-2000 < r["mean_return"] < 2000 for r in rows)
+
+    steps = scalars(run_dir)
+    assert EXPECTED_TAGS <= set(steps)
+    assert steps["eval/mean_return"] == [1000, 2000]
+    assert steps["train/episode_return"] == [1000, 2000]  # two 1000-step episodes
+    assert steps["loss/critic"] == [250, 500, 750, 1000, 1250, 1500, 1750, 2000]
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    tb_means = [e.value for e in acc.Scalars("eval/mean_return")]
+    assert tb_means == pytest.approx([r["mean_return"] for r in rows], rel=1e-6)
+    sigma = [e.value for e in acc.Scalars("explore/sigma_mean")]
+    assert all(0 < s <= 1e-2 for s in sigma)  # σ = 1/√(s + λ + c) ≤ 1/√c
+
+    state = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)
+    assert state["counters"]["num_timesteps"] == 2000
+    assert "buffer" not in state  # only with save_replay_buffer
+
+
+def test_existing_run_is_not_overwritten_without_resume(tmp_path):
+    args = ["--env", "Pendulum-v1", "--steps", "200", "--eval-every", "200",
+            "--eval-episodes", "1", "--logdir", "out", *SMALL_NET]  # fmt: skip
+    assert train_agent(*args, cwd=tmp_path).returncode == 0
+    again = train_agent(*args, cwd=tmp_path)
+    assert again.returncode == 2
+    assert "already holds a run; pass --resume" in again.stderr
+    done = train_agent(*args, "--resume", cwd=tmp_path)
+    assert done.returncode == 0 and "already complete" in done.stdout
+
+
+def test_killed_run_resumes_without_duplicated_or_missing_points(tmp_path):
+    args = ["--env", "Pendulum-v1", "--opt", "adam-explore", "--steps", "3000",
+            "--eval-every", "500", "--eval-episodes", "1", "--logdir", "out",
+            "--set", "checkpoint_every=500", "--set", "log_every=100", *SMALL_NET]  # fmt: skip
+    run_dir = tmp_path / "out" / "Pendulum-v1" / "adam-explore" / "seed0"
+    checkpoint = run_dir / "checkpoints" / "latest.pt"
+    exe = Path(sys.executable).with_name("train_agent")
+    proc = subprocess.Popen([str(exe), *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.time() + 300
+    while not checkpoint.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # let it log past the checkpoint
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+    killed_at = torch.load(checkpoint, weights_only=False)["counters"]["num_timesteps"]
+    assert 600 <= killed_at < 3000 and killed_at % 200 == 0  # at an episode end
+
+    resumed = train_agent(*args, "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    eval_steps = list(range(500, 3001, 500))
+    assert [r["step"] for r in read_eval_csv(run_dir / "eval.csv")] == eval_steps
+    steps = scalars(run_dir)
+    assert steps["eval/mean_return"] == eval_steps
+    assert steps["loss/critic"] == list(range(100, 3001, 100))
+    assert steps["train/episode_return"] == list(range(200, 3001, 200))
+
+
+def test_ctrl_c_writes_a_final_checkpoint(tmp_path):
+    args = ["--env", "Pendulum-v1", "--steps", "100000", "--eval-every", "50000",
+            "--logdir", "out", *SMALL_NET]  # fmt: skip
+    exe = Path(sys.executable).with_name("train_agent")
+    proc = subprocess.Popen([str(exe), *args], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    time.sleep(8)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert "interrupted; checkpoint written" in stderr and "Traceback" not in stderr
+    checkpoint = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0" / "checkpoints" / "latest.pt"
+    assert torch.load(checkpoint, weights_only=False)["counters"]["num_timesteps"] > 0
+
+
+BAD_INPUT = {
+    "unknown env": (["--env", "NoSuchEnv-v0"], "unknown environment 'NoSuchEnv-v0'"),
+    "discrete actions": (["--env", "CartPole-v1"], "Discrete action space; DDPG needs"),
+    "unknown strategy": (["--opt", "adamw"], "unknown optimizer 'adamw'; choose one of: sgd-plain"),
+    "unknown --set key": (["--set", "batchsize=3"], "unknown config key 'batchsize' in --set (did"),
+    "bad --set syntax": (["--set", "batch_size"], "--set expects key=value"),
+    "zero steps": (["--steps", "0"], "total_steps must be > 0"),
+    "negative eval": (["--eval-every", "-5"], "eval_every must be > 0"),
+    "bad hyperparameter": (["--set", "optimizer_kwargs.lr=-1"], "lr must be a finite number > 0"),
+    "unknown hyperparameter": (["--set", "optimizer_kwargs.beta=1"], "unknown hyperparameter"),
+    "missing config": (["--config", "nope.yaml"], "cannot read config file nope.yaml"),
+    "broken yaml": (["--config", "broken.yaml"], "cannot parse config file broken.yaml (line 3): expected"),
+    "config not a mapping": (["--config", "list.yaml"], "must hold a mapping"),
+    "unknown key in file": (["--config", "typo.yaml"], "unknown config key 'gama' in typo.yaml"),
+    "wrong type": (["--set", "batch_size=many"], "batch_size must be an integer, got 'many'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT), ids=list(BAD_INPUT))
+def test_bad_input_gives_one_clear_line(tmp_path, case):
+    (tmp_path / "broken.yaml").write_text("seed: 1\nbatch_size: [64\n")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    (tmp_path / "typo.yaml").write_text("gama: 0.9\n")
+    args, message = BAD_INPUT[case]
+    # --steps 1 first, so that a case that wrongly passes validation ends quickly.
+    result = train_agent("--steps", "1", *args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("train_agent:")]
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0]
+    assert not (tmp_path / "runs").exists()  # nothing was started
