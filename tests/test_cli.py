@@ -152,7 +152,10 @@ BAD_INPUT = {
     "bad hyperparameter": (["--set", "optimizer_kwargs.lr=-1"], "lr must be a finite number > 0"),
     "unknown hyperparameter": (["--set", "optimizer_kwargs.beta=1"], "unknown hyperparameter"),
     "missing config": (["--config", "nope.yaml"], "cannot read config file nope.yaml"),
-    "broken yaml": (["--config", "broken.yaml"], "cannot parse config file broken.yaml (line 3): expected"),
+    "broken yaml": (
+        ["--config", "broken.yaml"],
+        "cannot parse config file broken.yaml (line 3): expected",
+    ),
     "config not a mapping": (["--config", "list.yaml"], "must hold a mapping"),
     "unknown key in file": (["--config", "typo.yaml"], "unknown config key 'gama' in typo.yaml"),
     "wrong type": (["--set", "batch_size=many"], "batch_size must be an integer, got 'many'"),

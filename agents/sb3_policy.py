@@ -1,0 +1,188 @@
+"""``ParamExplorePolicy``: the exploration strategies inside unmodified Stable-Baselines3.
+
+    import agents.sb3_policy  # registers the "ParamExplorePolicy" alias for DDPG and TD3
+    model = DDPG("ParamExplorePolicy", env, policy_kwargs=dict(optimizer="vadam"))
+
+How each requirement is met with SB3's own ``DDPG.train()`` / ``TD3.train()``:
+
+* **Actor loss at sampled weights.** The actor's ``forward`` runs, while the actor is in
+  training mode (SB3 sets it for ``train()`` only), on θ = μ + σ⊙ε from the strategy's
+  functional ``sample()`` through ``torch.func.functional_call``. θ is differentiable
+  w.r.t. μ, so SB3's ``actor_loss.backward()`` leaves ∇θ of the loss in ``p.grad`` and its
+  bare ``optimizer.step()`` applies the strategy's update (the Explore variants derive
+  the precision gradient from it and the stored ε).
+* **Same θ for acting and learning.** ``predict(deterministic=False)`` (rollouts) draws a
+  new ε and acts with θ; the next ``train()`` reuses that ε (``NOTES.md`` item 1). With
+  ``resample="episode"``, ε is redrawn by :class:`ParamExploreCallback` at episode ends
+  instead. A VecEnv's environments share one θ per step.
+* **The mean elsewhere.** The target actor is a separate module with no strategy, so it
+  and ``polyak_update`` see μ. ``predict(deterministic=True)`` — ``EvalCallback``,
+  ``evaluate_policy`` — acts with μ. Rollouts never change μ or σ.
+* **The strategy's own learning rate.** SB3 writes its single ``learning_rate`` schedule
+  into every optimizer's param groups at each ``train()`` call. A step pre-hook on the
+  actor's optimizer puts the strategy's learning rate (Table 3, or the override) back
+  right before each step, so SB3's ``learning_rate`` is the critic's alone.
+* **Summed policy gradient.** SB3 averages the actor loss over the minibatch. The paper's
+  summed gradient (``NOTES.md`` item 2) is obtained with ``actor_grad_scale=batch_size``,
+  applied to the gradient by the same pre-hook.
+* **Saving.** ``model.save`` stores ``actor.optimizer``'s full state (moments, precision,
+  noise, step); ``DDPG.load`` rebuilds the strategy from ``policy_kwargs`` and loads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3 import TD3
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
+from stable_baselines3.td3.policies import Actor, TD3Policy
+from torch import Tensor
+from torch.func import functional_call
+
+import param_explore
+from param_explore.validation import require_positive
+
+POLICY_ALIAS = "ParamExplorePolicy"
+
+
+class ParamExploreActor(Actor):
+    """SB3's TD3/DDPG actor, evaluated at sampled weights while it is in training mode.
+
+    ``optimizer`` is the exploration strategy (set by the policy); the target actor and
+    an actor loaded on its own have none and always use their weights as they are.
+    """
+
+    optimizer: param_explore.WeightSampling | None = None
+
+    def _explores(self) -> bool:
+        return self.optimizer is not None and self.optimizer.explores
+
+    def forward(self, obs: Tensor, use_sample: bool = True) -> Tensor:
+        if use_sample and self.training and self._explores():
+            return self.sampled_forward(obs)
+        return super().forward(obs)
+
+    def sampled_forward(self, obs: Tensor) -> Tensor:
+        """The actor at θ = μ + σ⊙ε (current ε), differentiable w.r.t. μ."""
+        if not self._explores():
+            return super().forward(obs)
+        names = [name for name, _ in self.named_parameters()]
+        thetas = dict(zip(names, self.optimizer.sample()))
+        return functional_call(self, thetas, (obs,), {"use_sample": False})
+
+
+class ParamExplorePolicy(TD3Policy):
+    """TD3/DDPG policy whose actor is trained and explores with a ``param_explore`` strategy.
+
+    :param optimizer: strategy name (``param_explore.available_optimizers()``).
+    :param actor_optimizer_kwargs: overrides of the strategy's Table 3 defaults.
+    :param resample: ``step`` (a new θ every rollout step, the paper) or ``episode``
+        (needs :class:`ParamExploreCallback` to redraw at episode ends).
+    :param actor_grad_scale: factor on the actor gradient before each step; the paper's
+        summed minibatch gradient is ``batch_size`` (SB3's loss is a mean).
+    SB3's ``optimizer_class``/``optimizer_kwargs`` and ``learning_rate`` apply to the
+    critic only.
+    """
+
+    actor: ParamExploreActor
+    actor_target: ParamExploreActor
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Box,
+        lr_schedule: Schedule,
+        optimizer: str = "vadam",
+        actor_optimizer_kwargs: dict[str, Any] | None = None,
+        resample: Literal["step", "episode"] = "step",
+        actor_grad_scale: float = 1.0,
+        **kwargs: Any,
+    ) -> None:
+        param_explore.optimizer_class(optimizer)  # unknown names fail here, clearly
+        if resample not in ("step", "episode"):
+            raise ValueError(f"resample must be 'step' or 'episode', got {resample!r}")
+        self.strategy = optimizer
+        self.actor_optimizer_kwargs = dict(actor_optimizer_kwargs or {})
+        self.resample = resample
+        self.actor_grad_scale = require_positive("actor_grad_scale", actor_grad_scale)
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
+
+    def make_actor(self, features_extractor=None) -> ParamExploreActor:
+        actor_kwargs = self._update_features_extractor(self.actor_kwargs, features_extractor)
+        return ParamExploreActor(**actor_kwargs).to(self.device)
+
+    def _build(self, lr_schedule: Schedule) -> None:
+        super()._build(lr_schedule)
+        strategy = param_explore.make_optimizer(
+            self.strategy, self.actor.parameters(), **self.actor_optimizer_kwargs
+        )
+        self._strategy_lrs = [group["lr"] for group in strategy.param_groups]
+        strategy.register_step_pre_hook(self._before_actor_step)
+        self.actor.optimizer = strategy
+
+    def _before_actor_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        for group, lr in zip(optimizer.param_groups, self._strategy_lrs):
+            group["lr"] = lr  # undo SB3's learning-rate schedule: that one is the critic's
+        if self.actor_grad_scale != 1.0:
+            grads = [
+                p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None
+            ]
+            torch._foreach_mul_(grads, self.actor_grad_scale)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data.update(
+            optimizer=self.strategy,
+            actor_optimizer_kwargs=self.actor_optimizer_kwargs,
+            resample=self.resample,
+            actor_grad_scale=self.actor_grad_scale,
+        )
+        return data
+
+    def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> Tensor:
+        if deterministic:
+            return self.actor(observation, use_sample=False)
+        if self.resample == "step":
+            self.actor.optimizer.resample_noise()
+        return self.actor.sampled_forward(observation)
+
+    def sigma_statistics(self) -> dict[str, float]:
+        """Mean, min and max σ over all actor weights (0 for noise-free strategies)."""
+        stds = torch.cat([s.flatten() for s in self.actor.optimizer.sampling_std()])
+        return {"mean": stds.mean().item(), "min": stds.min().item(), "max": stds.max().item()}
+
+
+class ParamExploreCallback(BaseCallback):
+    """Records σ statistics of the actor to SB3's logger; redraws ε at episode ends.
+
+    The scalars ``explore/sigma_mean``, ``explore/sigma_min`` and ``explore/sigma_max``
+    appear in TensorBoard next to SB3's own ones, with the native agent's tag names.
+    """
+
+    def __init__(self, log_every: int = 1000, verbose: int = 0) -> None:
+        super().__init__(verbose)
+        self.log_every = log_every
+
+    def _on_step(self) -> bool:
+        policy = self.model.policy
+        if not isinstance(policy, ParamExplorePolicy):
+            raise TypeError("ParamExploreCallback needs a model with ParamExplorePolicy")
+        dones = self.locals.get("dones")
+        if policy.resample == "episode" and dones is not None and np.any(dones):
+            policy.actor.optimizer.resample_noise()
+        if self.num_timesteps % self.log_every < self.training_env.num_envs:
+            for name, value in policy.sigma_statistics().items():
+                self.logger.record(f"explore/sigma_{name}", value)
+        return True
+
+
+def register_policy_alias() -> None:
+    """Make ``DDPG("ParamExplorePolicy", ...)`` and ``TD3(...)`` resolve to the class."""
+    TD3.policy_aliases[POLICY_ALIAS] = ParamExplorePolicy  # DDPG shares TD3's mapping
+
+
+register_policy_alias()
