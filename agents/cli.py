@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="override one config key, e.g. --set batch_size=128 or "
         "--set optimizer_kwargs.lr=3e-4 (repeatable)",
     )
+    parser.add_argument(
+        "--engine",
+        choices=["native", "sb3"],
+        help="native DDPG, or SB3's DDPG with ParamExplorePolicy (default native)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -75,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             eval_episodes=args.eval_episodes,
             logdir=args.logdir,
             device=args.device,
+            engine=args.engine,
         )
         run_dir = train(config, resume=args.resume, progress=not args.no_progress)
     except ConfigError as err:

@@ -80,6 +80,8 @@ class TrainConfig(DDPGConfig):
     log_every: int = 1_000
     logdir: str = "runs"
     device: str = "auto"
+    #: ``native`` (this project's DDPG) or ``sb3`` (SB3's DDPG with ParamExplorePolicy).
+    engine: Literal["native", "sb3"] = "native"
 
     def validate(self) -> None:
         super().validate()
@@ -95,8 +97,9 @@ class TrainConfig(DDPGConfig):
         return DDPGConfig(**{k: v for k, v in dataclasses.asdict(self).items() if k in names})
 
     def run_dir(self) -> Path:
-        """``<logdir>/<env>/<optimizer>/seed<k>``: TensorBoard overlays runs per env."""
-        return Path(self.logdir) / self.env / self.optimizer / f"seed{self.seed}"
+        """``<logdir>/<env>/<optimizer>[-sb3]/seed<k>``: TensorBoard overlays runs per env."""
+        name = self.optimizer if self.engine == "native" else f"{self.optimizer}-{self.engine}"
+        return Path(self.logdir) / self.env / name / f"seed{self.seed}"
 
 
 # --------------------------------------------------------------------------- checks

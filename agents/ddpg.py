@@ -82,10 +82,14 @@ def _frozen(module: nn.Module) -> Iterator[None]:
 class DDPG:
     """Deep deterministic policy gradient with parameter-space exploration.
 
+    ``checkpoint_name`` is the file name the training loop uses for this engine.
+
     >>> agent = DDPG("Pendulum-v1", optimizer="vadam", seed=0)   # doctest: +SKIP
     >>> agent.learn(10_000)                                       # doctest: +SKIP
     >>> action = agent.predict(obs, deterministic=True)           # doctest: +SKIP
     """
+
+    checkpoint_name = "latest.pt"
 
     def __init__(
         self,
@@ -299,6 +303,10 @@ class DDPG:
         self._obs = None  # a mid-episode state cannot be restored: start a new episode
         if "buffer" in state:
             self.buffer.load_state_dict(state["buffer"])
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Continue from a file written by :meth:`save` (this agent's env and device)."""
+        self.load_state_dict(torch.load(path, map_location=self.device, weights_only=False))
 
     def save(self, path: str | Path, include_buffer: bool = False) -> None:
         """Write the agent to ``path`` atomically (a crash never leaves half a file)."""

@@ -6,7 +6,8 @@ Run directory ``<logdir>/<env>/<optimizer>/seed<k>/``::
     events.out.tfevents.*    TensorBoard scalars (tags in ``run_logger``)
     eval.csv                 the evaluation curve
     checkpoints/latest.pt    networks, targets, both optimizers, RNG, counters
-                             (+ replay buffer with ``save_replay_buffer``)
+                             (+ replay buffer with ``save_replay_buffer``);
+                             ``latest.zip`` (SB3's format) with ``engine: sb3``
 
 Checkpoints are written at the first episode end after every ``checkpoint_every`` steps,
 at the end of training, and on Ctrl-C.
@@ -18,9 +19,10 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
+from typing import Protocol
 
 import gymnasium as gym
-import torch
+import numpy as np
 from tqdm import tqdm
 
 from .config import TrainConfig, load_run_config, save_config
@@ -29,22 +31,38 @@ from .envs import make_env
 from .errors import ConfigError
 from .evaluation import evaluate
 from .run_logger import EVAL_CSV, RunLogger
+from .sb3_engine import SB3Agent
 
-CHECKPOINT = Path("checkpoints") / "latest.pt"
+CHECKPOINT_DIR = "checkpoints"
 #: Offset between the training seed and the evaluation episodes' seeds.
 EVAL_SEED_OFFSET = 1_000_000
 #: Keys that may differ between a run's saved config and the command resuming it.
 RESUMABLE_CHANGES = {"total_steps", "device", "logdir", "eval_episodes"}
 
 
+class RunnableAgent(Protocol):
+    """What a run needs of an engine: :class:`DDPG` and :class:`SB3Agent` provide it."""
+
+    checkpoint_name: str
+    num_timesteps: int
+    between_episodes: bool
+
+    def learn(self, total_steps: int, callback: Callback) -> object: ...
+    def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray: ...
+    def pop_losses(self) -> dict[str, float]: ...
+    def sigma_statistics(self) -> dict[str, float]: ...
+    def save(self, path: str | Path, include_buffer: bool = False) -> None: ...
+    def load_checkpoint(self, path: str | Path) -> None: ...
+
+
 class RunCallback(Callback):
     """Evaluation, scalars, checkpoints and progress for :func:`train`."""
 
     def __init__(
-        self, config: TrainConfig, run_dir: Path, logger: RunLogger, progress: bool
+        self, config: TrainConfig, checkpoint_path: Path, logger: RunLogger, progress: bool
     ) -> None:
         self.config = config
-        self.run_dir = run_dir
+        self.checkpoint_path = checkpoint_path
         self.logger = logger
         self.eval_env = make_env(config.env)
         self.last_eval: float | None = None
@@ -58,16 +76,18 @@ class RunCallback(Callback):
         self._clock_step = 0
         self._checkpoint_due = False
 
-    def on_training_start(self, agent: DDPG) -> None:
+    def on_training_start(self, agent: RunnableAgent) -> None:
         self.bar.update(agent.num_timesteps - self.bar.n)
         self._clock = time.perf_counter()
         self._clock_step = agent.num_timesteps
 
-    def on_episode_end(self, agent: DDPG, episode_return: float, episode_length: int) -> None:
+    def on_episode_end(
+        self, agent: RunnableAgent, episode_return: float, episode_length: int
+    ) -> None:
         self.logger.scalar("train/episode_return", episode_return, agent.num_timesteps)
         self.logger.scalar("train/episode_length", episode_length, agent.num_timesteps)
 
-    def on_step(self, agent: DDPG) -> bool:
+    def on_step(self, agent: RunnableAgent) -> bool:
         step = agent.num_timesteps
         cfg = self.config
         if step % cfg.log_every == 0:
@@ -84,7 +104,7 @@ class RunCallback(Callback):
             self.bar.update(step - self.bar.n)
         return step < cfg.total_steps
 
-    def _log_scalars(self, agent: DDPG, step: int) -> None:
+    def _log_scalars(self, agent: RunnableAgent, step: int) -> None:
         now = time.perf_counter()
         elapsed = now - self._clock
         speed = (step - self._clock_step) / elapsed if elapsed > 0 else 0.0
@@ -104,7 +124,7 @@ class RunCallback(Callback):
             postfix["eval"] = f"{self.last_eval:.1f}"
         return postfix
 
-    def _evaluate(self, agent: DDPG, step: int) -> None:
+    def _evaluate(self, agent: RunnableAgent, step: int) -> None:
         started = time.perf_counter()
         seed = self.config.seed + EVAL_SEED_OFFSET
         mean, std = evaluate(agent, self.eval_env, self.config.eval_episodes, seed=seed)
@@ -118,11 +138,11 @@ class RunCallback(Callback):
         # Evaluation time is not training time: restart the throughput clock.
         self._clock += time.perf_counter() - started
 
-    def checkpoint(self, agent: DDPG) -> None:
-        agent.save(self.run_dir / CHECKPOINT, include_buffer=self.config.save_replay_buffer)
+    def checkpoint(self, agent: RunnableAgent) -> None:
+        agent.save(self.checkpoint_path, include_buffer=self.config.save_replay_buffer)
         self._checkpoint_due = False
 
-    def on_training_end(self, agent: DDPG) -> None:
+    def on_training_end(self, agent: RunnableAgent) -> None:
         self.bar.update(agent.num_timesteps - self.bar.n)
         self.bar.close()
 
@@ -145,7 +165,8 @@ def train(
     error, so nothing is ever overwritten.
     """
     run_dir = config.run_dir()
-    checkpoint_path = run_dir / CHECKPOINT
+    agent = make_agent(config, env)
+    checkpoint_path = run_dir / CHECKPOINT_DIR / agent.checkpoint_name
     has_results = checkpoint_path.exists() or (run_dir / EVAL_CSV).exists()
     if has_results and not resume:
         raise ConfigError(
@@ -155,16 +176,9 @@ def train(
     if resume and (run_dir / "config.yaml").exists():
         _check_resumable(load_run_config(run_dir / "config.yaml"), config, run_dir)
 
-    device = config.device
-    agent = DDPG(
-        env if env is not None else config.env,
-        config.agent_config(),
-        seed=config.seed,
-        device=device,
-    )
     resume_step = None
     if resume and checkpoint_path.exists():
-        agent.load_state_dict(torch.load(checkpoint_path, map_location="cpu", weights_only=False))
+        agent.load_checkpoint(checkpoint_path)
         resume_step = agent.num_timesteps
         if resume_step >= config.total_steps:
             print(f"{run_dir}: already complete ({resume_step} steps)", flush=True)
@@ -173,7 +187,7 @@ def train(
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / "config.yaml")
     logger = RunLogger(run_dir, resume_step=resume_step)
-    callback = RunCallback(config, run_dir, logger, progress)
+    callback = RunCallback(config, checkpoint_path, logger, progress)
     try:
         agent.learn(config.total_steps - agent.num_timesteps, callback)
     except KeyboardInterrupt:
@@ -183,3 +197,11 @@ def train(
         logger.close()
     callback.checkpoint(agent)
     return run_dir
+
+
+def make_agent(config: TrainConfig, env: gym.Env | None = None) -> RunnableAgent:
+    """The engine ``config.engine`` names, configured by ``config``."""
+    env = env if env is not None else make_env(config.env)
+    if config.engine == "sb3":
+        return SB3Agent(env, config.agent_config(), seed=config.seed, device=config.device)
+    return DDPG(env, config.agent_config(), seed=config.seed, device=config.device)

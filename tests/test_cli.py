@@ -71,7 +71,7 @@ def test_short_halfcheetah_run_writes_the_run_directory(tmp_path):
     assert all(-2000 < r["mean_return"] < 2000 for r in rows)
 
     steps = scalars(run_dir)
-    assert EXPECTED_TAGS <= set(steps)
+    assert set(steps) >= EXPECTED_TAGS
     assert steps["eval/mean_return"] == [1000, 2000]
     assert steps["train/episode_return"] == [1000, 2000]  # two 1000-step episodes
     assert steps["loss/critic"] == [250, 500, 750, 1000, 1250, 1500, 1750, 2000]
@@ -85,6 +85,25 @@ def test_short_halfcheetah_run_writes_the_run_directory(tmp_path):
     state = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)
     assert state["counters"]["num_timesteps"] == 2000
     assert "buffer" not in state  # only with save_replay_buffer
+
+
+def test_sb3_engine_writes_the_same_layout_and_resumes(tmp_path):
+    args = ["--env", "Pendulum-v1", "--engine", "sb3", "--opt", "vadagrad", "--eval-every",
+            "400", "--eval-episodes", "1", "--logdir", "out", "--set", "log_every=200",
+            *SMALL_NET]  # fmt: skip
+    first = train_agent(*args, "--steps", "400", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    run_dir = tmp_path / "out" / "Pendulum-v1" / "vadagrad-sb3" / "seed0"
+    assert (run_dir / "checkpoints" / "latest.zip").exists()
+    more = train_agent(*args, "--steps", "800", "--resume", cwd=tmp_path)
+    assert more.returncode == 0, more.stderr
+    assert [r["step"] for r in read_eval_csv(run_dir / "eval.csv")] == [400, 800]
+    steps = scalars(run_dir)
+    assert set(steps) >= EXPECTED_TAGS
+    assert steps["eval/mean_return"] == [400, 800]
+    assert steps["train/episode_return"] == [200, 400, 600, 800]
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["engine"] == "sb3" and config["total_steps"] == 800
 
 
 def test_existing_run_is_not_overwritten_without_resume(tmp_path):
