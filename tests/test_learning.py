@@ -2,9 +2,10 @@
 
 Setting (also the one measured): Vadam exploration, 64-64 networks, actor lr 1e-3,
 τ = 5e-3, mean-reduced actor gradient, 200 warm-up transitions; evaluation every 1 k steps
-over 10 fixed-seed episodes. Measured on this machine (best evaluation within 10 k steps,
-seeds 0-5): -225, -228, -463, ... ; an untrained policy scores about -1300 to -1450. The
-threshold -600 sits well above what a policy that does not swing up can reach.
+over 10 fixed-seed episodes. Measured on this machine, best evaluation within 10 k steps for
+seeds 0-5: -225, -228, -463, -173, -702, -182; an untrained policy scores about -1300 to
+-1450. The test runs seed 0 (CPU runs are bitwise reproducible; its curve ends -388, -225,
+-407); the threshold -600 leaves a wide margin to it and fails a policy that never swings up.
 Reproduce a curve with ``python -m pytest tests/test_learning.py -s``.
 """
 

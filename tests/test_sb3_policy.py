@@ -280,3 +280,32 @@ def test_bad_policy_arguments():
         make_model(policy_kwargs=dict(resample="sometimes"))
     with pytest.raises(ValueError, match="lr must be"):
         make_model(policy_kwargs=dict(actor_optimizer_kwargs={"lr": -1}))
+
+
+def test_rl_zoo3_hyperparameter_file(tmp_path):
+    """The README's rl-zoo3 recipe: policy alias, policy_kwargs string, callback path."""
+    pytest.importorskip("rl_zoo3", reason="rl_zoo3 is in the test extra; not installed here")
+    (tmp_path / "ddpg.yml").write_text(
+        textwrap.dedent("""
+        Pendulum-v1:
+          n_timesteps: 200
+          policy: 'ParamExplorePolicy'
+          learning_rate: !!float 1e-3
+          batch_size: 64
+          tau: 0.001
+          learning_starts: 64
+          policy_kwargs: "dict(optimizer='vadagrad', net_arch=[32, 32], actor_grad_scale=64)"
+          callback: agents.sb3_policy.ParamExploreCallback
+        """)
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "rl_zoo3.train", "--algo", "ddpg", "--env", ENV,
+         "-conf", "ddpg.yml", "--gym-packages", "agents.sb3_policy", "-f", "logs",
+         "--eval-freq", "-1", "--seed", "0"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    saved = next((tmp_path / "logs" / "ddpg").glob("Pendulum-v1_*/Pendulum-v1.zip"))
+    model = DDPG.load(saved, env=gym.make(ENV), device="cpu")
+    assert isinstance(model.policy, ParamExplorePolicy)
+    assert isinstance(model.policy.actor.optimizer, param_explore.VadaGrad)
