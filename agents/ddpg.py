@@ -128,7 +128,10 @@ class DDPG:
         self.actor_optimizer = param_explore.make_optimizer(
             cfg.optimizer, self.actor.parameters(), **cfg.optimizer_kwargs
         )
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        # torch's fused Adam kernel: one pass over all critic tensors per step.
+        self.critic_optimizer = torch.optim.Adam(
+            self.critic.parameters(), lr=cfg.critic_lr, fused=True
+        )
         self.buffer = ReplayBuffer(
             cfg.buffer_size, obs_dim, action_space.shape[0], device=self.device
         )
@@ -159,12 +162,8 @@ class DDPG:
         current sample θ = μ + σ⊙ε is used (the exploration policy).
         """
         obs_t = self._obs_tensor(obs)
-        if deterministic:
-            action = self.actor(obs_t)
-        else:
-            with self.actor_optimizer.sampled_params():
-                action = self.actor(obs_t)
-        return action.cpu().numpy()
+        weights = None if deterministic else self.actor_optimizer.sample()
+        return self.actor(obs_t, weights).cpu().numpy()
 
     def _reset_episode(self) -> None:
         seed = self.seed if self.num_episodes == 0 and self.seed is not None else None
@@ -231,9 +230,11 @@ class DDPG:
         critic_loss.backward()
         self.critic_optimizer.step()
 
+        # θ = μ + σ⊙ε with the step's ε: the weights that acted (NOTES.md item 1).
+        # Differentiable w.r.t. μ, so backward leaves ∇θF(θ) in the actor's .grad.
         self.actor_optimizer.zero_grad(set_to_none=True)
-        with _frozen(self.critic), self.actor_optimizer.sampled_params():
-            q = self.critic(batch.obs, self.actor(batch.obs))
+        with _frozen(self.critic):
+            q = self.critic(batch.obs, self.actor(batch.obs, self.actor_optimizer.sample()))
             actor_loss = -(q.sum() if cfg.actor_grad_reduction == "sum" else q.mean())
             actor_loss.backward()
         self.actor_optimizer.step()

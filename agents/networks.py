@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 FINAL_LAYER_INIT = 3e-3
 
@@ -25,7 +26,13 @@ def _init_output_layer(layer: nn.Linear) -> nn.Linear:
 
 
 class Actor(nn.Module):
-    """Deterministic policy π(s) = scale · tanh(MLP(s)) + offset."""
+    """Deterministic policy π(s) = scale · tanh(MLP(s)) + offset.
+
+    ``forward(obs, weights)`` evaluates the same network at other weights — the sampled
+    θ of an exploration strategy, given in ``parameters()`` order — without touching the
+    module's own (the mean μ), so one θ per environment step serves both acting and the
+    actor update.
+    """
 
     def __init__(
         self,
@@ -47,8 +54,17 @@ class Actor(nn.Module):
         self.register_buffer("action_scale", (high - low) / 2)
         self.register_buffer("action_offset", (high + low) / 2)
 
-    def forward(self, obs: Tensor) -> Tensor:
-        return torch.tanh(self.net(obs)) * self.action_scale + self.action_offset
+    def forward(self, obs: Tensor, weights: Sequence[Tensor] | None = None) -> Tensor:
+        if weights is None:
+            hidden = self.net(obs)
+        else:
+            hidden = obs
+            layers = [m for m in self.net if isinstance(m, nn.Linear)]
+            for i, _ in enumerate(layers):
+                hidden = F.linear(hidden, weights[2 * i], weights[2 * i + 1])
+                if i < len(layers) - 1:
+                    hidden = torch.relu(hidden)
+        return torch.tanh(hidden) * self.action_scale + self.action_offset
 
 
 class Critic(nn.Module):

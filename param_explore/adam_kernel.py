@@ -11,6 +11,8 @@ paper (Kingma & Ba 2015, Sec. 2) and the authors' released TensorFlow code do:
 which equals x − α m̂/(√ŝ + δ/√(1 − γ₂ᵗ)) with m̂ = m/(1 − γ₁ᵗ), ŝ = s/(1 − γ₂ᵗ). Vadam
 feeds u = g + λμ/N and v = g (Fig. 1 lines 5-6, Alg. 2 line 8); Adam-Explore feeds
 u = v = the gradient of μ or of the precision (eq. 111 with two Adams).
+
+Everything runs as ``torch._foreach_*`` ops over lists of tensors that share a step count.
 """
 
 from __future__ import annotations
@@ -21,21 +23,38 @@ import torch
 from torch import Tensor
 
 
+def advance_steps(states: list[dict]) -> dict[int, list[int]]:
+    """Increment each state's ``step``; group the indices by the new step count.
+
+    Parameters that skipped steps (no gradient) have their own bias correction, so the
+    foreach updates run once per distinct step count — in practice once.
+    """
+    buckets: dict[int, list[int]] = {}
+    for i, state in enumerate(states):
+        state["step"] += 1
+        buckets.setdefault(int(state["step"]), []).append(i)
+    return buckets
+
+
 @torch.no_grad()
 def adam_moment_step_(
-    x: Tensor,
-    first_input: Tensor,
-    second_input: Tensor,
-    exp_avg: Tensor,
-    exp_avg_sq: Tensor,
+    xs: list[Tensor],
+    first_inputs: list[Tensor],
+    second_inputs: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_avg_sqs: list[Tensor],
     step: int,
     lr: float,
     betas: tuple[float, float],
     eps: float,
 ) -> None:
-    """Update ``exp_avg``, ``exp_avg_sq`` and then ``x`` in place (step t = ``step`` ≥ 1)."""
+    """Update ``exp_avgs``, ``exp_avg_sqs`` and then ``xs`` in place (step t = ``step`` ≥ 1)."""
     beta1, beta2 = betas
-    exp_avg_sq.mul_(beta2).addcmul_(second_input, second_input, value=1.0 - beta2)
-    exp_avg.mul_(beta1).add_(first_input, alpha=1.0 - beta1)
+    torch._foreach_mul_(exp_avg_sqs, beta2)
+    torch._foreach_addcmul_(exp_avg_sqs, second_inputs, second_inputs, value=1.0 - beta2)
+    torch._foreach_mul_(exp_avgs, beta1)
+    torch._foreach_add_(exp_avgs, first_inputs, alpha=1.0 - beta1)
     step_size = lr * math.sqrt(1.0 - beta2**step) / (1.0 - beta1**step)
-    x.addcdiv_(exp_avg, exp_avg_sq.sqrt().add_(eps), value=-step_size)
+    denominators = torch._foreach_sqrt(exp_avg_sqs)
+    torch._foreach_add_(denominators, eps)
+    torch._foreach_addcdiv_(xs, exp_avgs, denominators, value=-step_size)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import Tensor
 
-from .adam_kernel import adam_moment_step_
+from .adam_kernel import adam_moment_step_, advance_steps
 from .sampling import WeightSampling
 from .validation import require_betas, require_positive
 
@@ -43,10 +43,18 @@ class _PrecisionExplore(WeightSampling, torch.optim.Optimizer):
             )
         return state
 
-    def _sampling_std(self, group: dict, p: Tensor) -> Tensor:
-        return self._init_state(group, p)["precision"].rsqrt()
+    def _group_sampling_std(self, group: dict) -> list[Tensor]:
+        return torch._foreach_rsqrt(
+            [self._init_state(group, p)["precision"] for p in group["params"]]
+        )
 
-    def _update(self, group: dict, p: Tensor, state: dict, precision_grad: Tensor) -> None:
+    def _update(
+        self,
+        group: dict,
+        params: list[Tensor],
+        states: list[dict],
+        precision_grads: list[Tensor],
+    ) -> None:
         raise NotImplementedError
 
     @torch.no_grad()
@@ -57,20 +65,20 @@ class _PrecisionExplore(WeightSampling, torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self._init_state(group, p)
-                state["step"] += 1
-                precision = state["precision"]
-                noise = state.get("noise")
-                if noise is None:  # gradient taken at μ itself: θ does not depend on p
-                    precision_grad = torch.zeros_like(precision)
-                else:
-                    # ∇p = −g ε / (2 p^{3/2}), at the precision that produced the sample.
-                    precision_grad = p.grad * noise * precision.pow(-1.5) * -0.5
-                self._update(group, p, state, precision_grad)
-                precision.clamp_(min=group["min_precision"])
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            states = [self._init_state(group, p) for p in params]
+            precisions = [state["precision"] for state in states]
+            # ∇p = −g ε / (2 p^{3/2}), at the precision that produced the sample. Without
+            # a drawn ε the gradient was taken at μ itself and θ does not depend on p.
+            noises = [s.get("noise", torch.zeros_like(p)) for s, p in zip(states, params)]
+            precision_grads = torch._foreach_pow(precisions, -1.5)
+            torch._foreach_mul_(precision_grads, noises)
+            torch._foreach_mul_(precision_grads, [p.grad for p in params])
+            torch._foreach_mul_(precision_grads, -0.5)
+            self._update(group, params, states, precision_grads)
+            torch._foreach_clamp_min_(precisions, group["min_precision"])
         return loss
 
 
@@ -93,9 +101,18 @@ class SGDExplore(_PrecisionExplore):
         )
         super().__init__(params, defaults)
 
-    def _update(self, group: dict, p: Tensor, state: dict, precision_grad: Tensor) -> None:
-        p.add_(p.grad, alpha=-group["lr"])
-        state["precision"].add_(precision_grad, alpha=-group["precision_lr"])
+    def _update(
+        self,
+        group: dict,
+        params: list[Tensor],
+        states: list[dict],
+        precision_grads: list[Tensor],
+    ) -> None:
+        for state in states:
+            state["step"] += 1
+        torch._foreach_add_(params, [p.grad for p in params], alpha=-group["lr"])
+        precisions = [state["precision"] for state in states]
+        torch._foreach_add_(precisions, precision_grads, alpha=-group["precision_lr"])
 
 
 class AdamExplore(_PrecisionExplore):
@@ -123,17 +140,28 @@ class AdamExplore(_PrecisionExplore):
         )
         super().__init__(params, defaults)
 
-    def _update(self, group: dict, p: Tensor, state: dict, precision_grad: Tensor) -> None:
-        if "exp_avg" not in state:
-            for key in ("exp_avg", "exp_avg_sq", "precision_exp_avg", "precision_exp_avg_sq"):
-                state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        step = int(state["step"])
-        adam_moment_step_(
-            p, p.grad, p.grad, state["exp_avg"], state["exp_avg_sq"],
-            step, group["lr"], group["betas"], group["eps"],
-        )  # fmt: skip
-        adam_moment_step_(
-            state["precision"], precision_grad, precision_grad,
-            state["precision_exp_avg"], state["precision_exp_avg_sq"],
-            step, group["precision_lr"], group["precision_betas"], group["eps"],
-        )  # fmt: skip
+    def _update(
+        self,
+        group: dict,
+        params: list[Tensor],
+        states: list[dict],
+        precision_grads: list[Tensor],
+    ) -> None:
+        for p, state in zip(params, states):
+            if "exp_avg" not in state:
+                for key in ("exp_avg", "exp_avg_sq", "precision_exp_avg", "precision_exp_avg_sq"):
+                    state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        for step, idx in advance_steps(states).items():
+            grads = [params[i].grad for i in idx]
+            adam_moment_step_(
+                [params[i] for i in idx], grads, grads,
+                [states[i]["exp_avg"] for i in idx], [states[i]["exp_avg_sq"] for i in idx],
+                step, group["lr"], group["betas"], group["eps"],
+            )  # fmt: skip
+            precision_grad = [precision_grads[i] for i in idx]
+            adam_moment_step_(
+                [states[i]["precision"] for i in idx], precision_grad, precision_grad,
+                [states[i]["precision_exp_avg"] for i in idx],
+                [states[i]["precision_exp_avg_sq"] for i in idx],
+                step, group["precision_lr"], group["precision_betas"], group["eps"],
+            )  # fmt: skip

@@ -34,9 +34,11 @@ from torch import Tensor
 class WeightSampling:
     """Mixin adding the sampling interface to a ``torch.optim.Optimizer``.
 
-    Subclasses set :attr:`explores` and implement :meth:`_sampling_std`. The noise ε of
-    each parameter lives in ``self.state[p]["noise"]`` so that it is saved by
-    ``state_dict()`` and a reloaded run reuses the very θ it was acting with.
+    Subclasses set :attr:`explores` and implement :meth:`_group_sampling_std`. The noise ε
+    of each parameter lives in ``self.state[p]["noise"]`` so that it is saved by
+    ``state_dict()`` and a reloaded run reuses the very θ it was acting with. Work is done
+    with ``torch._foreach_*`` ops over all tensors of a group: the per-step cost of sampling
+    is a handful of kernel launches, not a handful per parameter tensor.
     """
 
     #: Whether weights are perturbed at all. ``False`` gives σ = 0 and θ = μ.
@@ -47,27 +49,34 @@ class WeightSampling:
     state: dict
 
     # ------------------------------------------------------------------ internals
-    def _sampling_std(self, group: dict, p: Tensor) -> Tensor:
-        """σ of the parameter ``p`` from the current optimizer state (same shape as p)."""
+    def _group_sampling_std(self, group: dict) -> list[Tensor]:
+        """σ of every parameter of ``group`` from the optimizer state (new tensors)."""
         raise NotImplementedError
 
-    def _named_params(self) -> Iterator[tuple[dict, Tensor]]:
-        for group in self.param_groups:
-            for p in group["params"]:
-                yield group, p
+    def _params(self) -> list[Tensor]:
+        return [p for group in self.param_groups for p in group["params"]]
 
-    def _noise(self, p: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        state = self.state[p]
-        if "noise" not in state:
-            state["noise"] = torch.randn(
-                p.shape, dtype=p.dtype, device=p.device, generator=generator
-            )
-        return state["noise"]
+    def _group_noise(self, group: dict, generator: torch.Generator | None = None) -> list[Tensor]:
+        """ε of every parameter of ``group``, drawn on first use."""
+        noises = []
+        for p in group["params"]:
+            state = self.state[p]
+            if "noise" not in state:
+                state["noise"] = torch.randn(
+                    p.shape, dtype=p.dtype, device=p.device, generator=generator
+                )
+            noises.append(state["noise"])
+        return noises
 
     @torch.no_grad()
     def _perturbations(self) -> list[Tensor]:
         """σ⊙ε for every parameter, in ``param_groups`` order (detached)."""
-        return [self._sampling_std(g, p).mul_(self._noise(p)) for g, p in self._named_params()]
+        deltas = []
+        for group in self.param_groups:
+            stds = self._group_sampling_std(group)
+            torch._foreach_mul_(stds, self._group_noise(group))
+            deltas.extend(stds)
+        return deltas
 
     # ------------------------------------------------------------------ public API
     @torch.no_grad()
@@ -79,12 +88,12 @@ class WeightSampling:
         """
         if not self.explores:
             return
-        for _, p in self._named_params():
-            state = self.state[p]
-            if "noise" in state:
-                state["noise"].normal_(generator=generator)
-            else:
-                self._noise(p, generator)
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if "noise" in state:
+                    state["noise"].normal_(generator=generator)
+            self._group_noise(group, generator)
 
     def sample(self) -> list[Tensor]:
         """θ = μ + σ⊙ε for every parameter, differentiable w.r.t. μ.
@@ -94,10 +103,10 @@ class WeightSampling:
         ``torch.func.functional_call`` on these tensors. Backpropagating a loss through
         them fills ``p.grad`` with ∇θF(θ). Noise-free strategies return the parameters.
         """
-        params = [p for _, p in self._named_params()]
+        params = self._params()
         if not self.explores:
             return params
-        return [p + d for p, d in zip(params, self._perturbations())]
+        return torch._foreach_add(params, self._perturbations())
 
     @contextmanager
     def sampled_params(self) -> Iterator[None]:
@@ -109,21 +118,19 @@ class WeightSampling:
         if not self.explores:
             yield
             return
-        params = [p for _, p in self._named_params()]
+        params = self._params()
         with torch.no_grad():
             means = [p.detach().clone() for p in params]
-            for p, d in zip(params, self._perturbations()):
-                p.add_(d)
+            torch._foreach_add_(params, self._perturbations())
         try:
             yield
         finally:
             with torch.no_grad():
-                for p, mean in zip(params, means):
-                    p.copy_(mean)
+                torch._foreach_copy_(params, means)
 
     @torch.no_grad()
     def sampling_std(self) -> list[Tensor]:
         """The current σ of every parameter, in ``param_groups`` order (new tensors)."""
         if not self.explores:
-            return [torch.zeros_like(p) for _, p in self._named_params()]
-        return [self._sampling_std(g, p) for g, p in self._named_params()]
+            return [torch.zeros_like(p) for p in self._params()]
+        return [std for group in self.param_groups for std in self._group_sampling_std(group)]

@@ -48,8 +48,10 @@ class VadaGrad(WeightSampling, torch.optim.Optimizer):
             )
         return state
 
-    def _sampling_std(self, group: dict, p: Tensor) -> Tensor:
-        return self._init_state(group, p)["precision"].rsqrt()
+    def _group_sampling_std(self, group: dict) -> list[Tensor]:
+        return torch._foreach_rsqrt(
+            [self._init_state(group, p)["precision"] for p in group["params"]]
+        )
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
@@ -59,12 +61,16 @@ class VadaGrad(WeightSampling, torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self._init_state(group, p)
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            states = [self._init_state(group, p) for p in params]
+            for state in states:
                 state["step"] += 1
-                precision = state["precision"]
-                precision.addcmul_(p.grad, p.grad, value=1.0 - group["beta2"])
-                p.addcdiv_(p.grad, precision.sqrt(), value=-group["lr"])
+            grads = [p.grad for p in params]
+            precisions = [state["precision"] for state in states]
+            torch._foreach_addcmul_(precisions, grads, grads, value=1.0 - group["beta2"])
+            torch._foreach_addcdiv_(
+                params, grads, torch._foreach_sqrt(precisions), value=-group["lr"]
+            )
         return loss

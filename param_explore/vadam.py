@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import Tensor
 
-from .adam_kernel import adam_moment_step_
+from .adam_kernel import adam_moment_step_, advance_steps
 from .sampling import WeightSampling
 from .validation import require_betas, require_non_negative, require_positive
 
@@ -70,10 +70,12 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
             state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         return state
 
-    def _sampling_std(self, group: dict, p: Tensor) -> Tensor:
-        state = self._init_state(p)
-        precision = state["exp_avg_sq"] * group["num_data"]
-        return precision.add_(group["prior_precision"] + group["sample_constant"]).rsqrt_()
+    def _group_sampling_std(self, group: dict) -> list[Tensor]:
+        second_moments = [self._init_state(p)["exp_avg_sq"] for p in group["params"]]
+        stds = torch._foreach_mul(second_moments, group["num_data"])
+        torch._foreach_add_(stds, group["prior_precision"] + group["sample_constant"])
+        torch._foreach_rsqrt_(stds)
+        return stds
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
@@ -83,22 +85,21 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            states = [self._init_state(p) for p in params]
             prior = group["prior_precision"] / group["num_data"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self._init_state(p)
-                state["step"] += 1
-                grad = p.grad
+            for step, idx in advance_steps(states).items():
+                xs = [params[i] for i in idx]
+                grads = [params[i].grad for i in idx]
                 # The prior term uses the mean *before* this step (old μ).
-                first_input = grad.add(p, alpha=prior) if prior != 0 else grad
+                first_inputs = torch._foreach_add(grads, xs, alpha=prior) if prior else grads
                 adam_moment_step_(
-                    p,
-                    first_input,
-                    grad,
-                    state["exp_avg"],
-                    state["exp_avg_sq"],
-                    int(state["step"]),
+                    xs,
+                    first_inputs,
+                    grads,
+                    [states[i]["exp_avg"] for i in idx],
+                    [states[i]["exp_avg_sq"] for i in idx],
+                    step,
                     group["lr"],
                     group["betas"],
                     prior,

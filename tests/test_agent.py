@@ -56,15 +56,18 @@ def test_replay_buffer_is_fifo_and_round_trips():
 
 
 class Recorder:
-    """Records the actor's first-layer weight at every forward call of the actor."""
+    """Records the first-layer weight the actor computes with at every forward call."""
 
     def __init__(self, agent: DDPG):
         self.calls: list[tuple[str, torch.Tensor]] = []
         self.phase = "act"
-        layer = agent.actor.net[0]
-        layer.register_forward_pre_hook(
-            lambda module, inputs: self.calls.append((self.phase, module.weight.detach().clone()))
-        )
+
+        def hook(module, args, kwargs):
+            weights = args[1] if len(args) > 1 else kwargs.get("weights")
+            used = module.net[0].weight if weights is None else weights[0]
+            self.calls.append((self.phase, used.detach().clone()))
+
+        agent.actor.register_forward_pre_hook(hook, with_kwargs=True)
         original = agent.train_step
 
         def train_step():
