@@ -16,6 +16,7 @@ import param_explore
 
 from .config import resolve_config
 from .errors import ConfigError
+from .grid import RunOutcome, run_grid
 from .training import train
 
 
@@ -31,9 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--opt",
         help=f"exploration strategy: {', '.join(param_explore.available_optimizers())} "
-        "(default vadam)",
+        "(default vadam); several comma-separated, or 'all', run a grid",
     )
-    parser.add_argument("--seed", type=int, help="random seed (default 0)")
+    seeds = parser.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=int, help="random seed (default 0)")
+    seeds.add_argument(
+        "--seeds",
+        help="a grid over seeds: a count (5 = seeds 0-4) or a comma-separated list",
+    )
     parser.add_argument(
         "--steps", type=int, dest="total_steps", help="environment steps in total (default 3000000)"
     )
@@ -62,27 +68,61 @@ def build_parser() -> argparse.ArgumentParser:
         help="native DDPG, or SB3's DDPG with ParamExplorePolicy (default native)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    grid = parser.add_argument_group("grids (several strategies or seeds)")
+    grid.add_argument("--workers", type=int, help="runs in parallel (default 1)")
+    grid.add_argument("--backend", choices=["local", "ray"], help="default local")
+    grid.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     return parser
+
+
+def _strategies(opt: str | None) -> list[str | None]:
+    if opt is None:
+        return [None]
+    if opt == "all":
+        return param_explore.available_optimizers()
+    return [name.strip() for name in opt.split(",") if name.strip()]
+
+
+def _seeds(seed: int | None, seeds: str | None) -> list[int | None]:
+    if seeds is None:
+        return [seed]
+    try:
+        values = [int(v) for v in seeds.split(",")]
+    except ValueError:
+        raise ConfigError(f"--seeds expects a count or a list of integers, got {seeds!r}") from None
+    if len(values) == 1:
+        if values[0] <= 0:
+            raise ConfigError(f"--seeds count must be > 0, got {values[0]}")
+        return list(range(values[0]))
+    return values
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        config = resolve_config(
-            optimizer=args.opt,
-            config_file=args.config,
-            set_options=args.set_options,
-            env=args.env,
-            seed=args.seed,
-            total_steps=args.total_steps,
-            eval_every=args.eval_every,
-            eval_episodes=args.eval_episodes,
-            logdir=args.logdir,
-            device=args.device,
-            engine=args.engine,
-        )
-        run_dir = train(config, resume=args.resume, progress=not args.no_progress)
+        configs = [
+            resolve_config(
+                optimizer=opt,
+                config_file=args.config,
+                set_options=args.set_options,
+                env=args.env,
+                seed=seed,
+                total_steps=args.total_steps,
+                eval_every=args.eval_every,
+                eval_episodes=args.eval_episodes,
+                logdir=args.logdir,
+                device=args.device,
+                engine=args.engine,
+            )
+            for opt in _strategies(args.opt)
+            for seed in _seeds(args.seed, args.seeds)
+        ]
+        if len(configs) == 1 and args.workers is None and args.backend is None:
+            run_dir = train(configs[0], resume=args.resume, progress=not args.no_progress)
+            print(f"run directory: {run_dir}")
+            return 0
+        return _grid(configs, args)
     except ConfigError as err:
         parser.exit(2, f"train_agent: error: {err}\n")
     except KeyboardInterrupt:
@@ -91,8 +131,21 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
-    print(f"run directory: {run_dir}")
-    return 0
+
+
+def _grid(configs: list, args: argparse.Namespace) -> int:
+    """Run a grid; every run resumes or skips what an earlier call of the command did."""
+    total = len(configs)
+    print(f"grid of {total} runs, {args.workers or 1} worker(s), {args.backend or 'local'}")
+
+    def report(outcome: RunOutcome) -> None:
+        status = "ok" if outcome.ok else f"FAILED: {outcome.message}"
+        print(f"  {outcome.run_dir}: {status}", flush=True)
+
+    outcomes = run_grid(configs, args.workers or 1, args.backend or "local", args.address, report)
+    failed = [o for o in outcomes if not o.ok]
+    print(f"{total - len(failed)} of {total} runs finished, {len(failed)} failed")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from .ddpg import DDPG, Callback
 from .envs import make_env
 from .errors import ConfigError
 from .evaluation import evaluate
-from .run_logger import EVAL_CSV, RunLogger
+from .run_logger import EVAL_CSV, RunLogger, write_comparison_layout
 from .sb3_engine import SB3Agent
 
 CHECKPOINT_DIR = "checkpoints"
@@ -185,6 +185,7 @@ def train(
             return run_dir
 
     run_dir.mkdir(parents=True, exist_ok=True)
+    write_comparison_layout(Path(config.logdir) / config.env)
     save_config(config, run_dir / "config.yaml")
     logger = RunLogger(run_dir, resume_step=resume_step)
     callback = RunCallback(config, checkpoint_path, logger, progress)

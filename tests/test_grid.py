@@ -1,0 +1,150 @@
+"""Grids of runs (local processes and Ray) and ``compare_runs`` on their output."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from agents.config import TrainConfig, resolve_config
+from agents.grid import run_grid
+
+SMALL = ["--env", "Pendulum-v1", "--steps", "400", "--eval-every", "200",
+         "--eval-episodes", "1", "--set", "hidden_sizes=[32,32]"]  # fmt: skip
+
+
+def script(name: str) -> str:
+    return str(Path(sys.executable).with_name(name))
+
+
+def eval_rows(path: Path) -> dict[int, float]:
+    with open(path, newline="") as f:
+        return {int(r["step"]): float(r["mean_return"]) for r in csv.DictReader(f)}
+
+
+def test_local_grid_then_compare_runs(tmp_path):
+    result = subprocess.run(
+        [script("train_agent"), *SMALL, "--opt", "vadam,adam-plain", "--seeds", "2",
+         "--workers", "2", "--logdir", "out"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "4 of 4 runs finished, 0 failed" in result.stdout
+    env_dir = tmp_path / "out" / "Pendulum-v1"
+    for opt in ("vadam", "adam-plain"):
+        for seed in (0, 1):
+            run_dir = env_dir / opt / f"seed{seed}"
+            assert list(eval_rows(run_dir / "eval.csv")) == [200, 400]
+            assert (run_dir / "checkpoints" / "latest.pt").exists()
+            assert (run_dir / "config.yaml").exists()
+
+    # The comparison layout for TensorBoard's Custom Scalars tab, once per env directory.
+    layouts = list(env_dir.glob("events.out.tfevents.*.layout"))
+    assert len(layouts) >= 1
+    acc = EventAccumulator(str(env_dir))
+    acc.Reload()
+    charts = acc.PluginTagToContent("custom_scalars")
+    assert charts  # the layout summary is there
+
+    out = tmp_path / "report"
+    compared = subprocess.run(
+        [script("compare_runs"), str(env_dir), "--out", str(out), "--at", "200"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert compared.returncode == 0, compared.stderr
+    image = matplotlib.image.imread(out / "comparison.png")
+    assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 300
+
+    with open(out / "comparison.csv", newline="") as f:
+        table = {row["strategy"]: row for row in csv.DictReader(f)}
+    assert set(table) == {"vadam", "adam-plain"}
+    for opt, row in table.items():
+        curves = [eval_rows(env_dir / opt / f"seed{s}" / "eval.csv") for s in (0, 1)]
+        finals = np.array([c[400] for c in curves])
+        assert int(row["seeds"]) == 2
+        assert float(row["final_mean"]) == pytest.approx(finals.mean())
+        se = np.std(finals, ddof=1) / math.sqrt(2)
+        assert float(row["final_se"]) == pytest.approx(se)
+        firsts = np.array([c[200] for c in curves])
+        assert float(row["at_200_mean"]) == pytest.approx(firsts.mean())
+        best = max(firsts.mean(), finals.mean())
+        assert float(row["best_mean"]) == pytest.approx(best)
+        auc = ((firsts + finals) / 2).mean()  # two points: the average of the endpoints
+        assert float(row["auc_mean"]) == pytest.approx(auc)
+    markdown = (out / "comparison.md").read_text()
+    assert "| vadam | 2 |" in markdown and "| adam-plain | 2 |" in markdown
+
+
+def test_interrupted_grid_completes_without_redoing_finished_runs(tmp_path):
+    command = [script("train_agent"), *SMALL, "--opt", "vadam,adam-explore,adam-plain",
+               "--workers", "1", "--logdir", "out"]  # fmt: skip
+    proc = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    finished = None
+    for line in proc.stdout:
+        if line.strip().endswith(": ok"):
+            finished = Path(line.strip().split(":")[0])
+            break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert finished is not None
+    finished_dir = tmp_path / finished
+    stamp = {p: p.stat().st_mtime_ns for p in finished_dir.rglob("*") if p.is_file()}
+
+    rerun = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "3 of 3 runs finished, 0 failed" in rerun.stdout
+    assert f"{finished}: already complete (400 steps)" in rerun.stdout
+    assert stamp == {p: p.stat().st_mtime_ns for p in finished_dir.rglob("*") if p.is_file()}
+    for opt in ("vadam", "adam-explore", "adam-plain"):
+        rows = eval_rows(tmp_path / "out" / "Pendulum-v1" / opt / "seed0" / "eval.csv")
+        assert list(rows) == [200, 400]
+
+
+def configs(tmp_path: Path, strategies: list[str]) -> list[TrainConfig]:
+    return [
+        resolve_config(
+            optimizer=opt,
+            set_options=["hidden_sizes=[32,32]"],
+            env="Pendulum-v1",
+            total_steps=400,
+            eval_every=200,
+            eval_episodes=1,
+            logdir=str(tmp_path / "out"),
+        )
+        for opt in strategies
+    ]
+
+
+def test_a_failing_run_does_not_stop_the_others(tmp_path):
+    grid = configs(tmp_path, ["vadam", "adam-plain"])
+    grid[0].env = "NoSuchEnv-v0"  # breaks inside the worker, after validation
+    outcomes = run_grid(grid, workers=2)
+    by_ok = {o.ok: o for o in outcomes}
+    assert set(by_ok) == {True, False}
+    assert "unknown environment 'NoSuchEnv-v0'" in by_ok[False].message
+    assert (tmp_path / "out" / "Pendulum-v1" / "adam-plain" / "seed0" / "eval.csv").exists()
+
+
+def test_ray_backend_on_a_local_ray_instance(tmp_path):
+    ray = pytest.importorskip("ray", reason="Ray is the optional 'ray' extra; CI installs it")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        outcomes = run_grid(configs(tmp_path, ["vadagrad", "sgd-plain"]), 2, backend="ray")
+    finally:
+        ray.shutdown()
+    assert all(o.ok for o in outcomes), outcomes
+    for opt in ("vadagrad", "sgd-plain"):
+        rows = eval_rows(tmp_path / "out" / "Pendulum-v1" / opt / "seed0" / "eval.csv")
+        assert list(rows) == [200, 400]
