@@ -40,8 +40,9 @@ from stable_baselines3 import TD3
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from stable_baselines3.td3.policies import Actor, TD3Policy
-from torch import Tensor
+from torch import Tensor, nn
 from torch.func import functional_call
+from torch.nn import functional as F
 
 import param_explore
 from param_explore.validation import require_positive
@@ -70,9 +71,29 @@ class ParamExploreActor(Actor):
         """The actor at θ = μ + σ⊙ε (current ε), differentiable w.r.t. μ."""
         if not self._explores():
             return super().forward(obs)
+        thetas = self.optimizer.sample()
+        if self._is_plain_mlp():
+            # SB3's default actor (flatten → Linear/activation stack): apply θ layer by
+            # layer, without functional_call's per-call module re-parametrisation.
+            hidden = self.extract_features(obs, self.features_extractor)
+            weights = iter(thetas)
+            for layer in self.mu:
+                if isinstance(layer, nn.Linear):
+                    hidden = F.linear(hidden, next(weights), next(weights))
+                else:
+                    hidden = layer(hidden)
+            return hidden
         names = [name for name, _ in self.named_parameters()]
-        thetas = dict(zip(names, self.optimizer.sample()))
-        return functional_call(self, thetas, (obs,), {"use_sample": False})
+        return functional_call(self, dict(zip(names, thetas)), (obs,), {"use_sample": False})
+
+    def _is_plain_mlp(self) -> bool:
+        if not hasattr(self, "_plain_mlp"):
+            mu_params = sum(1 for _ in self.mu.parameters())
+            linear_params = sum(
+                2 for m in self.mu if isinstance(m, nn.Linear) and m.bias is not None
+            )
+            self._plain_mlp = mu_params == linear_params == sum(1 for _ in self.parameters())
+        return self._plain_mlp
 
 
 class ParamExplorePolicy(TD3Policy):

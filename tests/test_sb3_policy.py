@@ -20,6 +20,7 @@ from stable_baselines3 import DDPG, TD3
 from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.td3.policies import Actor
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -120,11 +121,26 @@ def test_target_actor_never_samples():
     assert torch.equal(first, target(obs))
 
 
+class LinearExtractor(BaseFeaturesExtractor):
+    """A features extractor with weights: the actor then samples through functional_call."""
+
+    def __init__(self, observation_space, features_dim=16):
+        super().__init__(observation_space, features_dim)
+        self.layer = torch.nn.Linear(observation_space.shape[0], features_dim)
+
+    def forward(self, obs):
+        return torch.tanh(self.layer(obs))
+
+
+@pytest.mark.parametrize("extractor", [None, LinearExtractor], ids=["mlp", "extractor"])
 @pytest.mark.parametrize("optimizer", ["vadam", "adam-explore"])
-def test_gradient_reaching_the_optimizer_is_the_gradient_at_the_sample(optimizer):
+def test_gradient_reaching_the_optimizer_is_the_gradient_at_the_sample(optimizer, extractor):
     """p.grad after SB3's actor loss equals ∇θ of that loss at θ = μ + σ⊙ε, recomputed
     on a plain SB3 actor whose weights are set to θ."""
-    model = make_model(optimizer=optimizer, policy_kwargs=dict(actor_grad_scale=1.0))
+    kwargs = dict(actor_grad_scale=1.0)
+    if extractor is not None:
+        kwargs["features_extractor_class"] = extractor
+    model = make_model(optimizer=optimizer, policy_kwargs=kwargs)
     model.learn(200)
     policy = model.policy
     strategy = policy.actor.optimizer
@@ -137,7 +153,9 @@ def test_gradient_reaching_the_optimizer_is_the_gradient_at_the_sample(optimizer
     loss.backward()
     grads = [p.grad.clone() for p in policy.actor.parameters()]
 
-    reference = Actor(**policy.actor._get_constructor_parameters())
+    params = policy.actor._get_constructor_parameters()
+    params["features_extractor"] = copy.deepcopy(params["features_extractor"])  # not shared
+    reference = Actor(**params)
     with torch.no_grad():
         for ref, mean, std in zip(
             reference.parameters(), policy.actor.parameters(), strategy.sampling_std()
