@@ -138,7 +138,10 @@ class DDPG:
         # One generator for everything the agent draws (minibatches, weight noise), so a
         # checkpoint captures the agent's randomness in one state.
         self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(seed if seed is not None else torch.seed())
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        else:
+            self.generator.seed()
 
         self.num_timesteps = 0
         self.num_updates = 0

@@ -105,24 +105,18 @@ class RunCallback(Callback):
         return step < cfg.total_steps
 
     def _log_scalars(self, agent: RunnableAgent, step: int) -> None:
-        now = time.perf_counter()
-        elapsed = now - self._clock
+        elapsed = time.perf_counter() - self._clock
         speed = (step - self._clock_step) / elapsed if elapsed > 0 else 0.0
         self.logger.scalar("time/steps_per_second", speed, step)
         for name, value in agent.pop_losses().items():
             self.logger.scalar(f"loss/{name}", value, step)
         for name, value in agent.sigma_statistics().items():
             self.logger.scalar(f"explore/sigma_{name}", value, step)
-        self.bar.set_postfix(self._postfix(speed), refresh=False)
-        self._clock, self._clock_step = time.perf_counter(), step
-
-    def _postfix(self, speed: float | None = None) -> dict[str, str]:
-        postfix = {}
-        if speed is not None:
-            postfix["steps/s"] = f"{speed:.0f}"
+        postfix = {"steps/s": f"{speed:.0f}"}
         if self.last_eval is not None:
             postfix["eval"] = f"{self.last_eval:.1f}"
-        return postfix
+        self.bar.set_postfix(postfix, refresh=False)
+        self._clock, self._clock_step = time.perf_counter(), step
 
     def _evaluate(self, agent: RunnableAgent, step: int) -> None:
         started = time.perf_counter()
