@@ -195,3 +195,36 @@ def test_bad_input_gives_one_clear_line(tmp_path, case):
     assert len(lines) == 1, result.stderr
     assert message in lines[0]
     assert not (tmp_path / "runs").exists()  # nothing was started
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    """On a terminal (a pseudo-terminal here) stderr shows a bar with steps/s and eval."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    primary, secondary = pty.openpty()
+    # A terminal 120 columns wide (a fresh pseudo-terminal reports 0).
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    exe = Path(sys.executable).with_name("train_agent")
+    proc = subprocess.Popen(
+        [str(exe), "--env", "Pendulum-v1", "--steps", "600", "--eval-every", "200",
+         "--eval-episodes", "1", "--logdir", "out", "--set", "log_every=100", *SMALL_NET],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=secondary, text=True,
+    )  # fmt: skip
+    os.close(secondary)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    stdout, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0
+    text = output.decode(errors="replace")
+    assert "600/600" in text and "steps/s=" in text and "eval=" in text
+    assert "step 200: eval return" in stdout  # evaluation lines go above the bar
