@@ -10,7 +10,8 @@ paper (Kingma & Ba 2015, Sec. 2) and the authors' released TensorFlow code do:
 
 which equals x − α m̂/(√ŝ + δ/√(1 − γ₂ᵗ)) with m̂ = m/(1 − γ₁ᵗ), ŝ = s/(1 − γ₂ᵗ). Vadam
 feeds u = g + λμ/N and v = g (Fig. 1 lines 5-6, Alg. 2 line 8); Adam-Explore feeds
-u = v = the gradient of μ or of the precision (eq. 111 with two Adams).
+u = v = the gradient of μ or of the precision (eq. 111 with two Adams). The prior term
+is added to m separately, so no u = g + λμ/N temporary is allocated.
 
 Everything runs as ``torch._foreach_*`` ops over lists of tensors that share a step count.
 """
@@ -39,21 +40,25 @@ def advance_steps(states: list[dict]) -> dict[int, list[int]]:
 @torch.no_grad()
 def adam_moment_step_(
     xs: list[Tensor],
-    first_inputs: list[Tensor],
-    second_inputs: list[Tensor],
+    grads: list[Tensor],
     exp_avgs: list[Tensor],
     exp_avg_sqs: list[Tensor],
     step: int,
     lr: float,
     betas: tuple[float, float],
     eps: float,
+    decay: float = 0.0,
 ) -> None:
-    """Update ``exp_avgs``, ``exp_avg_sqs`` and then ``xs`` in place (step t = ``step`` ≥ 1)."""
+    """Update the moments and then ``xs`` in place (step t = ``step`` ≥ 1).
+
+    u = g + ``decay``·x (the old x) and v = g: Vadam passes decay = λ/N, Adam-Explore 0.
+    """
     beta1, beta2 = betas
     torch._foreach_mul_(exp_avg_sqs, beta2)
-    torch._foreach_addcmul_(exp_avg_sqs, second_inputs, second_inputs, value=1.0 - beta2)
-    torch._foreach_mul_(exp_avgs, beta1)
-    torch._foreach_add_(exp_avgs, first_inputs, alpha=1.0 - beta1)
+    torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1.0 - beta2)
+    torch._foreach_lerp_(exp_avgs, grads, 1.0 - beta1)  # γ₁ m + (1 − γ₁) g in one pass
+    if decay:
+        torch._foreach_add_(exp_avgs, xs, alpha=(1.0 - beta1) * decay)
     step_size = lr * math.sqrt(1.0 - beta2**step) / (1.0 - beta1**step)
     denominators = torch._foreach_sqrt(exp_avg_sqs)
     torch._foreach_add_(denominators, eps)

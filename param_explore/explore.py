@@ -152,15 +152,13 @@ class AdamExplore(_PrecisionExplore):
                 for key in ("exp_avg", "exp_avg_sq", "precision_exp_avg", "precision_exp_avg_sq"):
                     state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
         for step, idx in advance_steps(states).items():
-            grads = [params[i].grad for i in idx]
             adam_moment_step_(
-                [params[i] for i in idx], grads, grads,
+                [params[i] for i in idx], [params[i].grad for i in idx],
                 [states[i]["exp_avg"] for i in idx], [states[i]["exp_avg_sq"] for i in idx],
                 step, group["lr"], group["betas"], group["eps"],
             )  # fmt: skip
-            precision_grad = [precision_grads[i] for i in idx]
             adam_moment_step_(
-                [states[i]["precision"] for i in idx], precision_grad, precision_grad,
+                [states[i]["precision"] for i in idx], [precision_grads[i] for i in idx],
                 [states[i]["precision_exp_avg"] for i in idx],
                 [states[i]["precision_exp_avg_sq"] for i in idx],
                 step, group["precision_lr"], group["precision_betas"], group["eps"],

@@ -69,14 +69,13 @@ class WeightSampling:
         return noises
 
     @torch.no_grad()
-    def _perturbations(self) -> list[Tensor]:
-        """σ⊙ε for every parameter, in ``param_groups`` order (detached)."""
-        deltas = []
+    def _stds_and_noises(self) -> tuple[list[Tensor], list[Tensor]]:
+        """σ and ε of every parameter, in ``param_groups`` order (σ detached, new tensors)."""
+        stds, noises = [], []
         for group in self.param_groups:
-            stds = self._group_sampling_std(group)
-            torch._foreach_mul_(stds, self._group_noise(group))
-            deltas.extend(stds)
-        return deltas
+            stds.extend(self._group_sampling_std(group))
+            noises.extend(self._group_noise(group))
+        return stds, noises
 
     # ------------------------------------------------------------------ public API
     @torch.no_grad()
@@ -106,7 +105,7 @@ class WeightSampling:
         params = self._params()
         if not self.explores:
             return params
-        return torch._foreach_add(params, self._perturbations())
+        return torch._foreach_addcmul(params, *self._stds_and_noises())  # μ + σ⊙ε, one pass
 
     @contextmanager
     def sampled_params(self) -> Iterator[None]:
@@ -121,7 +120,7 @@ class WeightSampling:
         params = self._params()
         with torch.no_grad():
             means = [p.detach().clone() for p in params]
-            torch._foreach_add_(params, self._perturbations())
+            torch._foreach_addcmul_(params, *self._stds_and_noises())
         try:
             yield
         finally:

@@ -89,19 +89,15 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
             states = [self._init_state(p) for p in params]
             prior = group["prior_precision"] / group["num_data"]
             for step, idx in advance_steps(states).items():
-                xs = [params[i] for i in idx]
-                grads = [params[i].grad for i in idx]
-                # The prior term uses the mean *before* this step (old μ).
-                first_inputs = torch._foreach_add(grads, xs, alpha=prior) if prior else grads
                 adam_moment_step_(
-                    xs,
-                    first_inputs,
-                    grads,
+                    [params[i] for i in idx],
+                    [params[i].grad for i in idx],
                     [states[i]["exp_avg"] for i in idx],
                     [states[i]["exp_avg_sq"] for i in idx],
                     step,
                     group["lr"],
                     group["betas"],
-                    prior,
+                    eps=prior,
+                    decay=prior,  # the prior term λμ/N uses the mean *before* this step
                 )
         return loss
