@@ -24,7 +24,7 @@ interface with σ = 0 and no noise at all, so callers never branch on the strate
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
@@ -52,6 +52,14 @@ class WeightSampling:
     def _group_sampling_std(self, group: dict) -> list[Tensor]:
         """σ of every parameter of ``group`` from the optimizer state (new tensors)."""
         raise NotImplementedError
+
+    @staticmethod
+    def _closure_loss(closure: Callable[[], float] | None) -> float | None:
+        """torch.optim's convention: a closure re-evaluates the loss, with gradients."""
+        if closure is None:
+            return None
+        with torch.enable_grad():
+            return closure()
 
     def _params(self) -> list[Tensor]:
         return [p for group in self.param_groups for p in group["params"]]

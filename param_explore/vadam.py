@@ -80,10 +80,7 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One Vadam update from ``p.grad`` (∇θF at the current sample); no closure needed."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = self._closure_loss(closure)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             states = [self._init_state(p) for p in params]
