@@ -27,26 +27,12 @@ import torch
 from torch import Tensor
 
 from .adam_kernel import adam_moment_step_, advance_steps
-from .sampling import WeightSampling
+from .sampling import PrecisionSampling
 from .validation import require_betas, require_positive
 
 
-class _PrecisionExplore(WeightSampling, torch.optim.Optimizer):
+class _PrecisionExplore(PrecisionSampling, torch.optim.Optimizer):
     """Shared state and gradients of the two Explore variants; subclasses move μ and p."""
-
-    def _init_state(self, group: dict, p: Tensor) -> dict:
-        state = self.state[p]
-        if "precision" not in state:
-            state["step"] = torch.tensor(0.0)
-            state["precision"] = torch.full_like(
-                p, group["initial_precision"], memory_format=torch.preserve_format
-            )
-        return state
-
-    def _group_sampling_std(self, group: dict) -> list[Tensor]:
-        return torch._foreach_rsqrt(
-            [self._init_state(group, p)["precision"] for p in group["params"]]
-        )
 
     def _update(
         self,

@@ -141,3 +141,24 @@ class WeightSampling:
         if not self.explores:
             return [torch.zeros_like(p) for p in self._params()]
         return [std for group in self.param_groups for std in self._group_sampling_std(group)]
+
+
+class PrecisionSampling(WeightSampling):
+    """Strategies whose state holds the precision σ⁻² itself (VadaGrad, the Explore pair).
+
+    Each parameter's precision starts at ``group["initial_precision"]`` and σ = 1/√precision.
+    """
+
+    def _init_state(self, group: dict, p: Tensor) -> dict:
+        state = self.state[p]
+        if "precision" not in state:
+            state["step"] = torch.tensor(0.0)
+            state["precision"] = torch.full_like(
+                p, group["initial_precision"], memory_format=torch.preserve_format
+            )
+        return state
+
+    def _group_sampling_std(self, group: dict) -> list[Tensor]:
+        return torch._foreach_rsqrt(
+            [self._init_state(group, p)["precision"] for p in group["params"]]
+        )

@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import Tensor
 
-from .sampling import WeightSampling
+from .sampling import PrecisionSampling
 from .validation import require_beta, require_positive
 
 
-class VadaGrad(WeightSampling, torch.optim.Optimizer):
+class VadaGrad(PrecisionSampling, torch.optim.Optimizer):
     """AdaGrad on the mean whose accumulated squared gradients are the precision of q(θ).
 
     One step, with g = ∇θF(θ) at the sample θ = μ + σ⊙ε (``p.grad``):
@@ -38,20 +38,6 @@ class VadaGrad(WeightSampling, torch.optim.Optimizer):
             initial_precision=require_positive("initial_precision", initial_precision),
         )
         super().__init__(params, defaults)
-
-    def _init_state(self, group: dict, p: Tensor) -> dict:
-        state = self.state[p]
-        if "precision" not in state:
-            state["step"] = torch.tensor(0.0)
-            state["precision"] = torch.full_like(
-                p, group["initial_precision"], memory_format=torch.preserve_format
-            )
-        return state
-
-    def _group_sampling_std(self, group: dict) -> list[Tensor]:
-        return torch._foreach_rsqrt(
-            [self._init_state(group, p)["precision"] for p in group["params"]]
-        )
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
