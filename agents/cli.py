@@ -12,11 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-import param_explore
-
 from .config import resolve_config
 from .errors import ConfigError
 from .grid import RunOutcome, run_grid
+from .strategies import available_strategies
 from .training import train
 
 
@@ -31,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--opt",
-        help=f"exploration strategy: {', '.join(param_explore.available_optimizers())} "
+        help=f"exploration strategy: {', '.join(available_strategies())} "
         "(default vadam); several comma-separated, or 'all', run a grid",
     )
     seeds = parser.add_mutually_exclusive_group()
@@ -79,7 +78,7 @@ def _strategies(opt: str | None) -> list[str | None]:
     if opt is None:
         return [None]
     if opt == "all":
-        return param_explore.available_optimizers()
+        return available_strategies()
     return [name.strip() for name in opt.split(",") if name.strip()]
 
 

@@ -25,15 +25,20 @@ import yaml
 import param_explore
 
 from .errors import ConfigError
+from .strategies import make_action_noise, strategy_optimizer
 
 
 @dataclass
 class DDPGConfig:
     """Hyperparameters of the DDPG agent (Appendix K; ``NOTES.md`` items 2, 6, 9)."""
 
+    #: The exploration strategy (``--opt``): a ``param_explore`` optimizer, or an
+    #: action-noise baseline trained as ``adam-plain`` (:mod:`agents.strategies`).
     optimizer: str = "vadam"
-    #: Overrides of the strategy's Table 3 defaults (``param_explore.hyperparameters``).
+    #: Overrides of the strategy's optimizer defaults (``param_explore.hyperparameters``).
     optimizer_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: Overrides of the action-noise settings (``gaussian-action``, ``ou-action`` only).
+    action_noise: dict[str, Any] = field(default_factory=dict)
     hidden_sizes: list[int] = field(default_factory=lambda: [400, 300])
     buffer_size: int = 1_000_000
     batch_size: int = 64
@@ -61,7 +66,7 @@ class DDPGConfig:
             len(self.hidden_sizes) >= 2 and all(h > 0 for h in self.hidden_sizes),
             f"hidden_sizes needs at least two positive sizes, got {self.hidden_sizes}",
         )
-        check_optimizer(self.optimizer, self.optimizer_kwargs)
+        check_strategy(self.optimizer, self.optimizer_kwargs, self.action_noise)
 
 
 @dataclass
@@ -108,18 +113,16 @@ def _require(condition: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def check_optimizer(name: str, kwargs: dict[str, Any]) -> None:
-    """Validate a strategy and its overrides by building it over a dummy parameter."""
-    try:
-        param_explore.make_optimizer(name, [_dummy_parameter()], **kwargs)
-    except (ValueError, TypeError) as err:
-        raise ConfigError(str(err)) from None
-
-
-def _dummy_parameter():
+def check_strategy(name: str, kwargs: dict[str, Any], action_noise: dict[str, Any]) -> None:
+    """Validate a strategy and its overrides by building it for a one-unit network."""
     import torch
 
-    return torch.nn.Parameter(torch.zeros(1))
+    try:
+        optimizer = strategy_optimizer(name)
+        param_explore.make_optimizer(optimizer, torch.nn.Linear(1, 1), **kwargs)
+        make_action_noise(name, 1, action_noise)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(str(err)) from None
 
 
 def _validate_fields(config: DDPGConfig) -> None:
@@ -268,7 +271,7 @@ def resolve_config(
         or TrainConfig.optimizer
     )
     try:
-        param_explore.optimizer_class(name)
+        strategy_optimizer(name)
     except ValueError as err:
         raise ConfigError(str(err)) from None
     preset = load_yaml(preset_path(name))

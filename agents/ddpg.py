@@ -11,7 +11,12 @@ One environment step follows Algorithms 1-2 of Khan et al. 2018 (Appendix K):
    ``NOTES.md`` item 1) and hand it to the strategy's ``step()`` (line 8-9), then move the
    target networks toward the critic and the actor's *mean* μ (line 9-10).
 
-Noise-free strategies (``sgd-plain``, ``adam-plain``) act with μ and no noise at all.
+Noise-free strategies (``sgd-plain``, ``adam-plain``) act with μ and no noise at all. The
+baselines differ only where the comparison needs them to: ``gaussian-action`` and
+``ou-action`` act with μ plus action noise (scaled to the bounds, clipped), and
+``param-noise`` acts with its perturbed weights, is trained at μ (the strategy's
+``training_params()``) and has its σ adapted every few steps to the action-space distance
+between the perturbed and the mean policy on the latest minibatch's states.
 Time-limit truncation is bootstrapped through: only ``terminated`` ends the return.
 """
 
@@ -37,6 +42,7 @@ from .envs import env_id, make_env
 from .errors import ConfigError
 from .networks import Actor, Critic
 from .replay_buffer import ReplayBuffer
+from .strategies import make_action_noise, strategy_optimizer
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -126,7 +132,7 @@ class DDPG:
         self._target_params = [*self.target_critic.parameters(), *self.target_actor.parameters()]
 
         self.actor_optimizer = param_explore.make_optimizer(
-            cfg.optimizer, self.actor.parameters(), **cfg.optimizer_kwargs
+            strategy_optimizer(cfg.optimizer), self.actor, **cfg.optimizer_kwargs
         )
         # torch's fused Adam kernel: one pass over all critic tensors per step.
         self.critic_optimizer = torch.optim.Adam(
@@ -142,6 +148,12 @@ class DDPG:
             self.generator.manual_seed(seed)
         else:
             self.generator.seed()
+        self.action_noise = make_action_noise(
+            cfg.optimizer, action_space.shape[0], cfg.action_noise, self.generator
+        )
+        self._action_low, self._action_high = action_space.low, action_space.high
+        self._action_scale = (action_space.high - action_space.low) / 2
+        self._last_batch_obs: Tensor | None = None  # states for param-noise adaptation
 
         self.num_timesteps = 0
         self.num_updates = 0
@@ -168,6 +180,14 @@ class DDPG:
         weights = None if deterministic else self.actor_optimizer.sample()
         return self.actor(obs_t, weights).cpu().numpy()
 
+    def _exploration_action(self, obs: np.ndarray) -> np.ndarray:
+        """The behaviour policy: θ's action, plus action noise for the action baselines."""
+        action = self.predict(obs, deterministic=False)
+        if self.action_noise is None:
+            return action
+        noisy = action + self.action_noise() * self._action_scale  # noise in [-1, 1] units
+        return np.clip(noisy, self._action_low, self._action_high).astype(action.dtype)
+
     def _reset_episode(self) -> None:
         seed = self.seed if self.num_episodes == 0 and self.seed is not None else None
         self._obs, _ = self.env.reset(seed=seed)
@@ -175,6 +195,8 @@ class DDPG:
         self._episode_length = 0
         if self.config.resample == "episode":
             self.actor_optimizer.resample_noise(self.generator)
+        if self.action_noise is not None:
+            self.action_noise.reset()
 
     @property
     def between_episodes(self) -> bool:
@@ -203,7 +225,7 @@ class DDPG:
             self._reset_episode()
         if cfg.resample == "step":
             self.actor_optimizer.resample_noise(self.generator)
-        action = self.predict(self._obs, deterministic=False)
+        action = self._exploration_action(self._obs)
         next_obs, reward, terminated, truncated, _ = self.env.step(action)
         self.buffer.add(self._obs, action, float(reward), next_obs, terminated)
         self.num_timesteps += 1
@@ -214,6 +236,8 @@ class DDPG:
         if len(self.buffer) > cfg.learning_starts:
             for _ in range(cfg.gradient_steps):
                 self.train_step()
+        if isinstance(self.actor_optimizer, param_explore.AdaptiveParamNoise):
+            self._adapt_parameter_noise()
 
         if terminated or truncated:
             self.num_episodes += 1
@@ -233,14 +257,16 @@ class DDPG:
         critic_loss.backward()
         self.critic_optimizer.step()
 
-        # θ = μ + σ⊙ε with the step's ε: the weights that acted (NOTES.md item 1).
-        # Differentiable w.r.t. μ, so backward leaves ∇θF(θ) in the actor's .grad.
+        # The actor runs at θ = μ + σ⊙ε with the step's ε — the weights that acted
+        # (NOTES.md item 1) — written into its parameters, so backward leaves ∇θF(θ) in
+        # their .grad and strategies that watch the layers (noisy K-FAC) see them run.
         self.actor_optimizer.zero_grad(set_to_none=True)
-        with _frozen(self.critic):
-            q = self.critic(batch.obs, self.actor(batch.obs, self.actor_optimizer.sample()))
+        with self.actor_optimizer.training_params(), _frozen(self.critic):
+            q = self.critic(batch.obs, self.actor(batch.obs))
             actor_loss = -(q.sum() if cfg.actor_grad_reduction == "sum" else q.mean())
             actor_loss.backward()
         self.actor_optimizer.step()
+        self._last_batch_obs = batch.obs
 
         with torch.no_grad():
             # Targets follow the critic and the actor's mean μ (never a sample), in one
@@ -250,6 +276,19 @@ class DDPG:
                 [critic_loss.detach(), actor_loss.detach(), torch.ones((), device=self.device)]
             )
         self.num_updates += 1
+
+    @torch.no_grad()
+    def _adapt_parameter_noise(self) -> None:
+        """Plappert et al.'s σ adaptation, every ``adaptation_interval`` steps."""
+        optimizer = self.actor_optimizer
+        if self._last_batch_obs is None or self.num_timesteps % optimizer.adaptation_interval:
+            return
+        obs = self._last_batch_obs
+        scale = self.actor.action_scale
+        distance = param_explore.action_space_distance(
+            self.actor(obs) / scale, self.actor(obs, optimizer.sample()) / scale
+        )
+        optimizer.adapt(distance)
 
     def pop_losses(self) -> dict[str, float]:
         """Mean critic and actor loss since the last call (empty before the first update)."""

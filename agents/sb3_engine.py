@@ -13,12 +13,14 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import torch
 from stable_baselines3 import DDPG as SB3DDPG
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
 from .config import DDPGConfig
 from .ddpg import Callback
 from .sb3_policy import ParamExploreCallback, ParamExplorePolicy
+from .strategies import make_action_noise, strategy_optimizer
 
 
 class _RunBridge(BaseCallback):
@@ -55,7 +57,7 @@ class SB3Agent:
         self.config = config
         env = gym.make(env) if isinstance(env, str) else env
         policy_kwargs = dict(
-            optimizer=config.optimizer,
+            optimizer=strategy_optimizer(config.optimizer),
             actor_optimizer_kwargs=config.optimizer_kwargs,
             net_arch=list(config.hidden_sizes),
             resample=config.resample,
@@ -76,6 +78,12 @@ class SB3Agent:
             train_freq=1,
             gradient_steps=config.gradient_steps,
             policy_kwargs=policy_kwargs,
+            action_noise=make_action_noise(
+                config.optimizer,
+                env.action_space.shape[0],
+                config.action_noise,
+                torch.Generator().manual_seed(seed),
+            ),
             seed=seed,
             device=device,
         )

@@ -25,6 +25,13 @@ How each requirement is met with SB3's own ``DDPG.train()`` / ``TD3.train()``:
 * **Summed policy gradient.** SB3 averages the actor loss over the minibatch. The paper's
   summed gradient (``NOTES.md`` item 2) is obtained with ``actor_grad_scale=batch_size``,
   applied to the gradient by the same pre-hook.
+* **Other strategies.** ``noisy-kfac`` watches the actor's ``nn.Linear`` layers through
+  hooks, so its sampled forward goes through ``functional_call`` (which calls the
+  modules) instead of the plain-MLP fast path. ``param-noise`` acts with θ but is trained
+  at μ; :class:`ParamExploreCallback` adapts its σ and, with ``resample="episode"`` (its
+  preset), redraws the perturbation per episode. The action-noise baselines are
+  ``optimizer="adam-plain"`` plus SB3's own ``action_noise=`` argument (e.g.
+  :class:`agents.action_noise.OrnsteinUhlenbeckActionNoise`).
 * **Saving.** ``model.save`` stores ``actor.optimizer``'s full state (moments, precision,
   noise, step); ``DDPG.load`` rebuilds the strategy from ``policy_kwargs`` and loads it.
 """
@@ -63,7 +70,9 @@ class ParamExploreActor(Actor):
         return self.optimizer is not None and self.optimizer.explores
 
     def forward(self, obs: Tensor, use_sample: bool = True) -> Tensor:
-        if use_sample and self.training and self._explores():
+        # Training mode = SB3's train(): the loss is taken where the strategy wants its
+        # gradient — at θ, or at μ for adaptive parameter noise.
+        if use_sample and self.training and self._explores() and self.optimizer.gradient_at_sample:
             return self.sampled_forward(obs)
         return super().forward(obs)
 
@@ -72,7 +81,7 @@ class ParamExploreActor(Actor):
         if not self._explores():
             return super().forward(obs)
         thetas = self.optimizer.sample()
-        if self._is_plain_mlp():
+        if self._is_plain_mlp() and not self.optimizer.needs_module_calls:
             # SB3's default actor (flatten → Linear/activation stack): apply θ layer by
             # layer, without functional_call's per-call module re-parametrisation.
             hidden = self.extract_features(obs, self.features_extractor)
@@ -139,7 +148,7 @@ class ParamExplorePolicy(TD3Policy):
     def _build(self, lr_schedule: Schedule) -> None:
         super()._build(lr_schedule)
         strategy = param_explore.make_optimizer(
-            self.strategy, self.actor.parameters(), **self.actor_optimizer_kwargs
+            self.strategy, self.actor, **self.actor_optimizer_kwargs
         )
         self._strategy_lrs = [group["lr"] for group in strategy.param_groups]
         strategy.register_step_pre_hook(self._before_actor_step)
@@ -178,10 +187,13 @@ class ParamExplorePolicy(TD3Policy):
 
 
 class ParamExploreCallback(BaseCallback):
-    """Records σ statistics of the actor to SB3's logger; redraws ε at episode ends.
+    """Records σ statistics of the actor to SB3's logger; redraws ε at episode ends;
+    adapts adaptive parameter noise.
 
     The scalars ``explore/sigma_mean``, ``explore/sigma_min`` and ``explore/sigma_max``
-    appear in TensorBoard next to SB3's own ones, with the native agent's tag names.
+    appear in TensorBoard next to SB3's own ones, with the native agent's tag names. With
+    ``param-noise``, every ``adaptation_interval`` steps σ is adapted to the action-space
+    distance between the perturbed and the mean actor on a replay minibatch's states.
     """
 
     def __init__(self, log_every: int = 1000, verbose: int = 0) -> None:
@@ -198,7 +210,26 @@ class ParamExploreCallback(BaseCallback):
         if self.num_timesteps % self.log_every < self.training_env.num_envs:
             for name, value in policy.sigma_statistics().items():
                 self.logger.record(f"explore/sigma_{name}", value)
+        strategy = policy.actor.optimizer
+        if (
+            isinstance(strategy, param_explore.AdaptiveParamNoise)
+            and self.num_timesteps % strategy.adaptation_interval < self.training_env.num_envs
+            and self.model.replay_buffer.size() >= self.model.batch_size
+        ):
+            self._adapt(policy, strategy)
         return True
+
+    @torch.no_grad()
+    def _adapt(
+        self, policy: ParamExplorePolicy, strategy: param_explore.AdaptiveParamNoise
+    ) -> None:
+        batch = self.model.replay_buffer.sample(self.model.batch_size)
+        obs = batch.observations
+        # SB3's actor outputs actions already normalised to [-1, 1].
+        distance = param_explore.action_space_distance(
+            policy.actor(obs, use_sample=False), policy.actor.sampled_forward(obs)
+        )
+        strategy.adapt(distance)
 
 
 def register_policy_alias() -> None:

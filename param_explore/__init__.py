@@ -7,10 +7,18 @@ parameters it owns, with one interface (:class:`WeightSampling`):
 * ``sampled_params()``  context manager running the network at θ = μ + σ⊙ε;
 * ``sample()``          θ tensors differentiable w.r.t. μ, parameters untouched;
 * ``step()``            update from ``p.grad`` = ∇θF(θ), no closure required;
-* ``sampling_std()``    σ per parameter.
+* ``sampling_std()``    σ per parameter;
+* ``training_params()`` context in which to take the gradient for ``step()``.
+
+Strategies: Khan et al. 2018's six (``sgd-plain``, ``adam-plain``, ``sgd-explore``,
+``adam-explore``, ``vadagrad``, ``vadam``), Zhang et al. 2018's ``noisy-adam`` and
+``noisy-kfac``, and Plappert et al. 2018's adaptive ``param-noise``.
 """
 
 from .explore import AdamExplore, SGDExplore
+from .noisy_adam import NoisyAdam
+from .noisy_kfac import NoisyKFAC
+from .param_noise import AdaptiveParamNoise, action_space_distance
 from .plain import AdamPlain, SGDPlain
 from .registry import (
     OPTIMIZERS,
@@ -27,11 +35,15 @@ __all__ = [
     "OPTIMIZERS",
     "AdamExplore",
     "AdamPlain",
+    "AdaptiveParamNoise",
+    "NoisyAdam",
+    "NoisyKFAC",
     "SGDExplore",
     "SGDPlain",
     "VadaGrad",
     "Vadam",
     "WeightSampling",
+    "action_space_distance",
     "available_optimizers",
     "hyperparameters",
     "make_optimizer",

@@ -1,7 +1,12 @@
-"""Strategies by name: ``make_optimizer("vadam", actor.parameters(), lr=3e-4)``.
+"""Strategies by name: ``make_optimizer("vadam", actor, lr=3e-4)``.
 
 The names are the ones used on the command line (``--opt``), in YAML presets and in
-run directories. Constructor defaults are Table 3 of Khan et al. 2018 (Appendix K).
+run directories. Constructor defaults are Table 3 of Khan et al. 2018 (Appendix K) for
+its six strategies, the RL (variational-optimisation) reading of Zhang et al. 2018 for
+noisy Adam and noisy K-FAC, and Plappert et al. 2018 for adaptive parameter noise.
+
+Pass the network itself (an ``nn.Module``): noisy K-FAC needs its layers, the others
+take its parameters. An iterable of tensors or param groups works for all but noisy K-FAC.
 """
 
 from __future__ import annotations
@@ -11,9 +16,12 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .explore import AdamExplore, SGDExplore
+from .noisy_adam import NoisyAdam
+from .noisy_kfac import NoisyKFAC
+from .param_noise import AdaptiveParamNoise
 from .plain import AdamPlain, SGDPlain
 from .vadagrad import VadaGrad
 from .vadam import Vadam
@@ -25,6 +33,9 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adam-explore": AdamExplore,
     "vadagrad": VadaGrad,
     "vadam": Vadam,
+    "noisy-adam": NoisyAdam,
+    "noisy-kfac": NoisyKFAC,
+    "param-noise": AdaptiveParamNoise,
 }
 
 
@@ -45,18 +56,15 @@ def optimizer_class(name: str) -> type[torch.optim.Optimizer]:
 
 def hyperparameters(name: str) -> dict[str, Any]:
     """The tunable hyperparameters of strategy ``name`` with their (Table 3) defaults."""
-    signature = inspect.signature(optimizer_class(name).__init__)
-    return {
-        key: param.default
-        for key, param in signature.parameters.items()
-        if key not in ("self", "params")
-    }
+    _, _, *tunable = inspect.signature(optimizer_class(name).__init__).parameters.values()
+    return {param.name: param.default for param in tunable}  # after (self, params/model)
 
 
 def make_optimizer(
-    name: str, params: Iterable[Tensor] | Iterable[dict], **overrides: Any
+    name: str, params: nn.Module | Iterable[Tensor] | Iterable[dict], **overrides: Any
 ) -> torch.optim.Optimizer:
-    """Build strategy ``name`` over ``params``; ``overrides`` replace Table 3 defaults."""
+    """Build strategy ``name`` for a network (or its ``params``); ``overrides`` replace the
+    defaults."""
     cls = optimizer_class(name)
     unknown = sorted(set(overrides) - set(hyperparameters(name)))
     if unknown:
@@ -64,4 +72,6 @@ def make_optimizer(
             f"unknown hyperparameter(s) {', '.join(unknown)} for optimizer {name!r}; "
             f"valid: {', '.join(hyperparameters(name))}"
         )
+    if isinstance(params, nn.Module) and not cls.needs_module_calls:
+        params = params.parameters()
     return cls(params, **overrides)

@@ -20,6 +20,9 @@ authors' released code, ``NOTES.md`` item 1):
 
 Strategies that do not sample (``sgd-plain``, ``adam-plain``) implement the same
 interface with σ = 0 and no noise at all, so callers never branch on the strategy.
+Adaptive parameter noise (``param-noise``) acts with θ but is trained at μ; callers take
+the gradient inside :meth:`training_params`, which puts the right weights in place for
+every strategy.
 """
 
 from __future__ import annotations
@@ -43,6 +46,15 @@ class WeightSampling:
 
     #: Whether weights are perturbed at all. ``False`` gives σ = 0 and θ = μ.
     explores: bool = True
+    #: Whether ``step()`` expects ∇F at the sample θ (variational optimisation: every
+    #: Khan et al. and Zhang et al. strategy) or at the mean μ (adaptive parameter noise,
+    #: which perturbs the acting policy only).
+    gradient_at_sample: bool = True
+    #: True when the strategy observes the network's layers through module hooks (noisy
+    #: K-FAC): the network must then be evaluated by calling its modules — with
+    #: :meth:`sampled_params` or ``torch.func.functional_call`` — not by a hand-written
+    #: functional forward that bypasses them.
+    needs_module_calls: bool = False
 
     # Provided by torch.optim.Optimizer.
     param_groups: list[dict]
@@ -75,6 +87,14 @@ class WeightSampling:
                 )
             noises.append(state["noise"])
         return noises
+
+    def _sampled(self, params: list[Tensor]) -> list[Tensor]:
+        """θ = μ + σ⊙ε as new tensors (one fused pass); overridden by correlated noise."""
+        return torch._foreach_addcmul(params, *self._stds_and_noises())
+
+    def _perturb_(self, params: list[Tensor]) -> None:
+        """μ → θ in place; overridden together with :meth:`_sampled`."""
+        torch._foreach_addcmul_(params, *self._stds_and_noises())
 
     @torch.no_grad()
     def _stds_and_noises(self) -> tuple[list[Tensor], list[Tensor]]:
@@ -113,7 +133,7 @@ class WeightSampling:
         params = self._params()
         if not self.explores:
             return params
-        return torch._foreach_addcmul(params, *self._stds_and_noises())  # μ + σ⊙ε, one pass
+        return self._sampled(params)
 
     @contextmanager
     def sampled_params(self) -> Iterator[None]:
@@ -128,12 +148,26 @@ class WeightSampling:
         params = self._params()
         with torch.no_grad():
             means = [p.detach().clone() for p in params]
-            torch._foreach_addcmul_(params, *self._stds_and_noises())
+            self._perturb_(params)
         try:
             yield
         finally:
             with torch.no_grad():
                 torch._foreach_copy_(params, means)
+
+    @contextmanager
+    def training_params(self) -> Iterator[None]:
+        """The parameters at which the gradient for :meth:`step` must be taken.
+
+        θ (as :meth:`sampled_params`) for the variational strategies, μ untouched for
+        those trained at the mean (:attr:`gradient_at_sample` false) and the plain ones.
+        Run forward *and* backward inside.
+        """
+        if not self.gradient_at_sample:
+            yield
+            return
+        with self.sampled_params():
+            yield
 
     @torch.no_grad()
     def sampling_std(self) -> list[Tensor]:

@@ -41,3 +41,10 @@ def require_betas(name: str, value: Sequence[float]) -> tuple[float, float]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
         raise ValueError(f"{name} must be a pair (beta1, beta2), got {value!r}")
     return (require_beta(f"{name}[0]", value[0]), require_beta(f"{name}[1]", value[1]))
+
+
+def require_interval(name: str, value: int) -> int:
+    """A number of steps: an integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value

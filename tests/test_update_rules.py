@@ -51,9 +51,9 @@ def run_optimizer(name: str, steps: int = STEPS, functional: bool = False, **ove
             )
 
         if functional:
-            loss_of(opt.sample()).backward()
+            loss_of(opt.sample() if opt.gradient_at_sample else params).backward()
         else:
-            with opt.sampled_params():
+            with opt.training_params():
                 loss_of(params).backward()
         opt.step()
         means.append([p.detach().double().numpy().copy() for p in params])
@@ -184,6 +184,38 @@ def reference_adam_explore(lr=1e-4, lr_prec=1e-2, p1=1e4, g1=0.9, g2=0.999, delt
     return means, stds
 
 
+def reference_noisy_adam(
+    lr=1.0, b1=0.9, b2=0.99, lam=0.0, n=1.0, eta=1.0, gamma_ex=0.0, f1=1e4, steps=STEPS
+):
+    """Zhang et al. Alg. 1 in descent form; λ = 0 is Sec. 4's VO form (running sum)."""
+    a, b = quadratic_coefficients()
+    mu = initial_means()
+    m = [np.zeros(s) for s in SHAPES]
+    f = [np.full(s, f1) for s in SHAPES]
+    gamma_in = lam / (n * eta)
+    means, stds = [], []
+    for k, eps in enumerate(reference_noise(steps), start=1):
+        # w ~ N(μ, λ/N diag(f + γ_in)⁻¹) (VI), N(μ, diag(f)⁻¹) (VO)
+        sigma = [np.sqrt((lam / n if lam else 1.0) / (fi + gamma_in)) for fi in f]
+        stds.append(sigma)
+        w = [mi + sg * e for mi, sg, e in zip(mu, sigma, eps)]
+        for i in range(len(mu)):
+            grad = a[i] * w[i] + b[i]  # −∇ log p
+            v = -grad - gamma_in * w[i]  # Alg. 1: v ← ∇ log p − γ_in w
+            m[i] = b1 * m[i] + (1 - b1) * v
+            f[i] = (b2 * f[i] if lam else f[i]) + (1 - b2) * grad**2
+            m_hat = m[i] / (1 - b1**k) / (f[i] + gamma_in + gamma_ex)
+            mu[i] = mu[i] + lr * m_hat
+        means.append([x.copy() for x in mu])
+    return means, stds
+
+
+def reference_param_noise(lr=1e-4, sigma=0.2, steps=STEPS):
+    """Plappert et al.: θ̃ = μ + σε acts; μ is trained by Adam at μ itself."""
+    means, _ = reference_adam_plain(lr=lr, steps=steps)
+    return means, [[np.full(s, sigma) for s in SHAPES]] * steps
+
+
 REFERENCES = {
     "vadam": reference_vadam,
     "vadagrad": reference_vadagrad,
@@ -191,11 +223,15 @@ REFERENCES = {
     "sgd-plain": reference_sgd_plain,
     "sgd-explore": reference_sgd_explore,
     "adam-explore": reference_adam_explore,
+    "noisy-adam": reference_noisy_adam,
+    "param-noise": reference_param_noise,
 }
+#: Checked on a real two-layer network in test_noisy_kfac.py (it needs Linear layers).
+REFERENCES_ELSEWHERE = {"noisy-kfac"}
 
 
 def test_every_registered_strategy_has_a_reference():
-    assert set(REFERENCES) == set(pe.available_optimizers())
+    assert set(REFERENCES) | REFERENCES_ELSEWHERE == set(pe.available_optimizers())
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))
@@ -216,6 +252,29 @@ def test_vadam_vi_form_matches_reference():
     ref_means, ref_stds = reference_vadam(lr=1e-2, lam=2.0, c=0.0, n=50.0)
     assert_trajectories_close(means, ref_means)
     assert_trajectories_close(stds, ref_stds, rtol=1e-5, atol=1e-9)
+
+
+def test_noisy_adam_vi_form_matches_reference():
+    """Alg. 1 verbatim: moving-average f from 0, prior term γ_in·w, extrinsic damping."""
+    kwargs = dict(
+        lr=0.05, betas=(0.8, 0.9), kl_weight=0.5, num_data=10.0, prior_variance=2.0,
+        damping=0.1, initial_precision=0.0,
+    )  # fmt: skip
+    means, stds = run_optimizer("noisy-adam", **kwargs)
+    ref_means, ref_stds = reference_noisy_adam(
+        lr=0.05, b1=0.8, b2=0.9, lam=0.5, n=10.0, eta=2.0, gamma_ex=0.1, f1=0.0
+    )
+    assert_trajectories_close(means, ref_means)
+    assert_trajectories_close(stds, ref_stds, rtol=1e-5, atol=1e-9)
+    assert not np.allclose(means[-1][0], initial_means()[0])
+
+
+def test_noisy_adam_vo_precision_evolves_like_vadagrads():
+    """Sec. 4 VO form with the defaults: f follows VadaGrad's s exactly (same σ)."""
+    _, noisy = run_optimizer("noisy-adam")
+    _, vadagrad = run_optimizer("vadagrad")
+    # Same gradients only at the first step (the means then differ); σ before steps 1-2.
+    assert_trajectories_close(noisy[:2], vadagrad[:2], rtol=1e-6, atol=0)
 
 
 def test_vadam_first_step_by_hand():

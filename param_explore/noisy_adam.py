@@ -1,0 +1,131 @@
+"""Noisy Adam: natural-gradient VI with a fully factorised Gaussian (Zhang et al. 2018, Alg. 1)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import Tensor
+
+from .adam_kernel import advance_steps
+from .sampling import WeightSampling
+from .validation import require_betas, require_non_negative, require_positive
+
+
+class NoisyAdam(WeightSampling, torch.optim.Optimizer):
+    """Adam-like steps on μ whose Fisher vector f is also the precision of q(θ).
+
+    One step k, with g = ∇θF(θ) at the sample θ = μ + σ⊙ε (``p.grad``; Alg. 1 writes
+    the ascent direction ∇ log p = −g), λ = ``kl_weight``, N = ``num_data``, η =
+    ``prior_variance``, γ_in = λ/(Nη), γ = γ_in + ``damping`` (extrinsic γ_ex):
+
+        m ← β₁ m + (1 − β₁)(g + γ_in θ)                          (Alg. 1 "v", momentum)
+        f ← β₂ f + (1 − β₂) g²    (VI: moving average, Alg. 1)
+        f ← f + (1 − β₂) g²       (VO: running sum, Sec. 4)
+        μ ← μ − α · m/(1 − β₁ᵏ) / (f + γ)        (no square root: a natural-gradient step)
+        σ² = (λ/N) / (f + γ_in)   (VI)      σ² = 1 / f   (VO)
+
+    **VI** (``kl_weight`` > 0) is Alg. 1 verbatim; f starts at ``initial_precision``,
+    which is Adam's 0 in the paper. **VO** (``kl_weight`` = 0, the defaults for RL):
+    Sec. 4 applies noisy Adam to variational optimisation by setting the KL weight to 0
+    and keeping a running sum of the per-step Fisher terms instead of a moving average.
+    With λ = 0 Alg. 1's covariance (λ/N)·diag(f + γ_in)⁻¹ vanishes, so the VO covariance
+    is the inverse of the summed Fisher itself, diag(f)⁻¹ — exactly as VadaGrad's σ² = 1/s
+    (Khan et al. eq. 96). The running sum therefore needs a starting point, the
+    precision before any data: ``initial_precision`` = 1e4, VadaGrad's s₁ (Table 3), so
+    that exploration starts at σ = 0.01 like every other strategy of the paper; and β₂ =
+    0.99 weighs each Fisher term by 1 − β₂ = 0.01, VadaGrad's γ₂. Then f evolves exactly
+    as VadaGrad's s, and the two differ in the mean step only: momentum, and f instead
+    of √f in the denominator. That step is α·g/f, so α = 1 makes the first step
+    α·g/1e4 = 1e-4·g, VadaGrad's first step 1e-2·g/√1e4 — the default learning rate.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict],
+        lr: float = 1.0,
+        betas: tuple[float, float] = (0.9, 0.99),
+        kl_weight: float = 0.0,
+        prior_variance: float = 1.0,
+        damping: float = 0.0,
+        num_data: float = 1.0,
+        initial_precision: float = 1e4,
+    ) -> None:
+        defaults = dict(
+            lr=require_positive("lr", lr),
+            betas=require_betas("betas", betas),
+            kl_weight=require_non_negative("kl_weight", kl_weight),
+            prior_variance=require_positive("prior_variance", prior_variance),
+            damping=require_non_negative("damping", damping),
+            num_data=require_positive("num_data", num_data),
+            initial_precision=require_non_negative("initial_precision", initial_precision),
+        )
+        if defaults["kl_weight"] == 0 and defaults["initial_precision"] == 0:
+            raise ValueError(
+                "with kl_weight = 0 (variational optimisation) σ² = 1/f needs "
+                "initial_precision > 0 (VadaGrad's s₁, 1e4 in the paper)"
+            )
+        super().__init__(params, defaults)
+
+    @staticmethod
+    def _intrinsic_damping(group: dict) -> float:
+        """γ_in = λ/(Nη): the prior's contribution to the precision (0 in VO)."""
+        return group["kl_weight"] / (group["num_data"] * group["prior_variance"])
+
+    def _init_state(self, group: dict, p: Tensor) -> dict:
+        state = self.state[p]
+        if "fisher" not in state:
+            state["step"] = torch.tensor(0.0)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["fisher"] = torch.full_like(
+                p, group["initial_precision"], memory_format=torch.preserve_format
+            )
+        return state
+
+    def _group_sampling_std(self, group: dict) -> list[Tensor]:
+        fishers = [self._init_state(group, p)["fisher"] for p in group["params"]]
+        if group["kl_weight"] == 0:
+            return torch._foreach_rsqrt(fishers)
+        variances = torch._foreach_add(fishers, self._intrinsic_damping(group))
+        torch._foreach_reciprocal_(variances)
+        torch._foreach_mul_(variances, group["kl_weight"] / group["num_data"])
+        return torch._foreach_sqrt(variances)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        """One noisy-Adam update from ``p.grad`` (∇θF at the current sample)."""
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            used = [i for i, p in enumerate(group["params"]) if p.grad is not None]
+            if not used:
+                continue
+            beta1, beta2 = group["betas"]
+            gamma_in = self._intrinsic_damping(group)
+            params = [group["params"][i] for i in used]
+            grads = [p.grad for p in params]
+            states = [self._init_state(group, p) for p in params]
+            if gamma_in:
+                # v = g + γ_in θ at the weights that produced g (σ from f before the update).
+                stds, noises = self._group_sampling_std(group), self._group_noise(group)
+                thetas = torch._foreach_addcmul(
+                    params, [stds[i] for i in used], [noises[i] for i in used]
+                )
+                directions = torch._foreach_add(grads, thetas, alpha=gamma_in)
+            else:
+                directions = grads
+            exp_avgs = [s["exp_avg"] for s in states]
+            fishers = [s["fisher"] for s in states]
+            torch._foreach_lerp_(exp_avgs, directions, 1.0 - beta1)  # β₁ m + (1 − β₁) v
+            if group["kl_weight"] > 0:  # VI: moving average; VO: running sum
+                torch._foreach_mul_(fishers, beta2)
+            torch._foreach_addcmul_(fishers, grads, grads, value=1.0 - beta2)
+            damping = gamma_in + group["damping"]
+            for step, idx in advance_steps(states).items():
+                denominators = torch._foreach_add([fishers[i] for i in idx], damping)
+                torch._foreach_addcdiv_(
+                    [params[i] for i in idx],
+                    [exp_avgs[i] for i in idx],
+                    denominators,
+                    value=-group["lr"] / (1.0 - beta1**step),
+                )
+        return loss
