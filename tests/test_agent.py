@@ -78,7 +78,9 @@ class Recorder:
         agent.train_step = train_step
 
 
-@pytest.mark.parametrize("optimizer", ["vadam", "vadagrad", "adam-explore", "sgd-explore"])
+@pytest.mark.parametrize(
+    "optimizer", ["vadam", "vadagrad", "adam-explore", "sgd-explore", "noisy-adam", "noisy-kfac"]
+)
 def test_actor_gradient_is_taken_at_the_weights_that_acted(optimizer):
     """NOTES.md item 1: one θ_t per step, used to act and for that step's update."""
     agent = small_agent(optimizer, learning_starts=20)
@@ -94,6 +96,21 @@ def test_actor_gradient_is_taken_at_the_weights_that_acted(optimizer):
     assert not torch.equal(acting[0], acting[1])  # a new sample every step
     mean = agent.actor.net[0].weight.detach()
     assert not torch.equal(acting[-1], mean)  # acting used a sample, not μ
+
+
+def test_parameter_noise_acts_perturbed_and_trains_the_mean():
+    """Plappert et al.: the perturbed copy acts, the unperturbed actor gets the gradient."""
+    agent = small_agent("param-noise", learning_starts=20, resample="episode")  # its preset
+    recorder = Recorder(agent)
+    agent.learn(30)
+    calls = recorder.calls
+    pairs = [(calls[i][1], calls[i + 1][1]) for i in range(len(calls) - 1)
+             if calls[i][0] == "act" and calls[i + 1][0] == "train"]  # fmt: skip
+    assert len(pairs) == 10
+    sigma = agent.actor_optimizer.param_groups[0]["noise_std"]  # not adapted before step 50
+    noise = agent.actor_optimizer.state[agent.actor.net[0].weight]["noise"]  # one per episode
+    for acted, trained in pairs:  # the same μ_t, perturbed to act and as it is to train
+        torch.testing.assert_close(acted - trained, sigma * noise)
 
 
 def test_per_episode_resampling_keeps_the_noise_within_an_episode():

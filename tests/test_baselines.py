@@ -1,0 +1,152 @@
+"""The comparison strategies: action noise, adaptive parameter noise, and the new optimizers
+running in the native agent on a real environment."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import param_explore as pe
+from agents import DDPG
+from agents.action_noise import GaussianActionNoise, OrnsteinUhlenbeckActionNoise
+from agents.networks import Actor
+from agents.strategies import available_strategies, make_action_noise
+
+SMALL = dict(hidden_sizes=[32, 32], batch_size=16)
+NEW = ["noisy-adam", "noisy-kfac", "param-noise", "gaussian-action", "ou-action"]
+
+
+def small_agent(optimizer, **overrides):
+    return DDPG("Pendulum-v1", seed=0, device="cpu", optimizer=optimizer, **{**SMALL, **overrides})
+
+
+def test_every_new_strategy_is_registered():
+    assert set(NEW) <= set(available_strategies())
+
+
+@pytest.mark.parametrize("optimizer", NEW)
+def test_new_strategies_train_the_native_agent(optimizer):
+    agent = small_agent(optimizer)
+    before = [p.detach().clone() for p in agent.actor.parameters()]
+    agent.learn(400)
+    assert agent.num_updates == 400 - 64
+    assert all(not torch.equal(a, p) for a, p in zip(before, agent.actor.parameters()))
+    assert np.isfinite(agent.pop_losses()["actor"])
+
+
+def test_noisy_kfac_in_the_agent_sees_its_layers():
+    """The agent's training pass feeds the factors; with a small p₀ they shape σ."""
+    kwargs = dict(inverse_interval=50, initial_precision=1.0)
+    agent = small_agent("noisy-kfac", optimizer_kwargs=kwargs)
+    agent.learn(400)
+    opt = agent.actor_optimizer
+    assert float(opt.state[agent.actor.net[0].weight]["stats_updates"]) == (400 - 64) // 10
+    sigma = opt.sampling_std()[0]
+    assert sigma.max() / sigma.min() > 1.2
+
+
+# ----------------------------------------------------------------------------- action noise
+def test_gaussian_noise_draws_sigma_times_standard_normals():
+    noise = GaussianActionNoise(3, sigma=0.3, generator=torch.Generator().manual_seed(4))
+    reference = torch.Generator().manual_seed(4)
+    for _ in range(3):
+        expected = 0.3 * torch.randn(3, generator=reference, dtype=torch.float64).numpy()
+        np.testing.assert_allclose(noise(), expected)
+
+
+def test_ornstein_uhlenbeck_follows_its_recursion_and_resets():
+    """x ← x − θ x dt + σ √dt N(0, 1), from 0 after reset (Lillicrap et al.'s process)."""
+    noise = OrnsteinUhlenbeckActionNoise(2, theta=0.15, sigma=0.2, dt=0.5,
+                                         generator=torch.Generator().manual_seed(1))  # fmt: skip
+    reference = torch.Generator().manual_seed(1)
+    x = np.zeros(2)
+    for _ in range(5):
+        draw = torch.randn(2, generator=reference, dtype=torch.float64).numpy()
+        x = x + 0.15 * (0.0 - x) * 0.5 + 0.2 * np.sqrt(0.5) * draw
+        np.testing.assert_allclose(noise(), x)
+    noise.reset()
+    draw = torch.randn(2, generator=reference, dtype=torch.float64).numpy()
+    np.testing.assert_allclose(noise(), 0.2 * np.sqrt(0.5) * draw)
+
+
+def test_unknown_action_noise_settings_are_rejected():
+    with pytest.raises(ValueError, match="it adds no action noise"):
+        make_action_noise("vadam", 1, {"sigma": 0.1})
+    with pytest.raises(ValueError, match="valid: theta, sigma, dt"):
+        make_action_noise("ou-action", 1, {"mu": 0.1})
+
+
+def behaviour_noise(optimizer, steps=2000, **noise):
+    """(behaviour action − μ's action) / action scale, from the replay buffer; no updates."""
+    agent = small_agent(optimizer, learning_starts=10**6, action_noise=noise)
+    agent.learn(steps)
+    n = len(agent.buffer)
+    obs, actions = agent.buffer.obs[:n], agent.buffer.actions[:n]
+    mean_actions = torch.as_tensor(agent.predict(obs.numpy(), deterministic=True))
+    return ((actions - mean_actions) / agent.actor.action_scale).numpy(), agent
+
+
+def test_gaussian_action_agent_adds_sigma_noise_to_the_mean_action():
+    diffs, agent = behaviour_noise("gaussian-action", sigma=0.1)
+    assert agent.actor_optimizer.explores is False  # trained as adam-plain
+    assert abs(diffs.std() - 0.1) < 0.005  # Pendulum's bounds ±2: no clipping at μ ≈ 0
+    assert abs(diffs.mean()) < 0.01
+
+
+def test_ou_action_agent_noise_is_temporally_correlated():
+    diffs, _ = behaviour_noise("ou-action", steps=10_000)
+    x = diffs[:, 0].reshape(-1, 200)  # 200-step episodes: one process each
+    lag1 = np.corrcoef(x[:, :-1].ravel(), x[:, 1:].ravel())[0, 1]
+    assert abs(lag1 - 0.85) < 0.03  # 1 − θ dt with θ = 0.15, dt = 1
+    # Reset at every episode start: the first value has std σ = 0.2, the stationary
+    # process σ/√(1 − 0.85²) ≈ 0.38.
+    assert np.sqrt(np.mean(x[:, 0] ** 2)) < 0.7 * x[:, 100:].std()
+
+
+# --------------------------------------------------------------------- adaptive param noise
+def test_adapt_scales_sigma_by_the_factor():
+    opt = pe.make_optimizer("param-noise", torch.nn.Linear(2, 2), initial_std=0.1)
+    opt.adapt(0.5)  # above δ = 0.2: shrink
+    assert opt.param_groups[0]["noise_std"] == pytest.approx(0.1 / 1.01)
+    opt.adapt(0.2)  # at δ: grow
+    opt.adapt(0.05)
+    assert opt.param_groups[0]["noise_std"] == pytest.approx(0.1 * 1.01)
+
+
+@pytest.mark.parametrize("initial_std", [1e-3, 3.0])
+def test_sigma_moves_toward_the_target_action_distance(initial_std):
+    """From far below or far above, the measured distance converges to δ = 0.2."""
+    torch.manual_seed(0)
+    actor = Actor(3, np.full(1, -2.0), np.full(1, 2.0), (64, 64))
+    opt = pe.make_optimizer("param-noise", actor, initial_std=initial_std, adaptation_factor=1.05)
+    obs = torch.randn(256, 3)
+    opt.resample_noise(torch.Generator().manual_seed(0))
+
+    def distance():
+        scale = actor.action_scale
+        return pe.action_space_distance(actor(obs) / scale, actor(obs, opt.sample()) / scale)
+
+    with torch.no_grad():
+        start = distance()
+        gaps = []
+        for _ in range(300):
+            d = distance()
+            gaps.append(abs(d - 0.2))
+            opt.adapt(d)
+    assert gaps[0] > 0.1  # it started far from δ
+    assert max(gaps[-50:]) < 0.02  # and settled at δ
+    sigma = opt.param_groups[0]["noise_std"]
+    assert (sigma > initial_std) == (start < 0.2)
+
+
+def test_agent_adapts_sigma_every_interval():
+    agent = small_agent(
+        "param-noise", optimizer_kwargs=dict(initial_std=1e-4, adaptation_interval=10)
+    )
+    agent.learn(300)
+    # Updates start at step 65; adaptations at steps 70, 80, ..., 300, all below δ.
+    adaptations = len(range(70, 301, 10))
+    sigma = agent.actor_optimizer.param_groups[0]["noise_std"]
+    assert sigma == pytest.approx(1e-4 * 1.01**adaptations)
+    assert agent.sigma_statistics()["mean"] == pytest.approx(sigma)
