@@ -106,6 +106,21 @@ def test_sb3_engine_writes_the_same_layout_and_resumes(tmp_path):
     assert config["engine"] == "sb3" and config["total_steps"] == 800
 
 
+def test_action_noise_baseline_through_both_engines(tmp_path):
+    """ou-action: adam-plain plus the OU process, natively and as SB3's action_noise."""
+    for engine, name in (("native", "ou-action"), ("sb3", "ou-action-sb3")):
+        result = train_agent("--env", "Pendulum-v1", "--opt", "ou-action", "--engine", engine,
+                             "--steps", "300", "--eval-every", "300", "--eval-episodes", "1",
+                             "--logdir", "out", "--set", "action_noise.sigma=0.3", *SMALL_NET,
+                             cwd=tmp_path)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        run_dir = tmp_path / "out" / "Pendulum-v1" / name / "seed0"
+        config = yaml.safe_load((run_dir / "config.yaml").read_text())
+        assert config["action_noise"] == {"theta": 0.15, "sigma": 0.3, "dt": 1.0}
+        assert config["optimizer_kwargs"]["lr"] == 1e-4  # adam-plain's
+        assert [r["step"] for r in read_eval_csv(run_dir / "eval.csv")] == [300]
+
+
 def test_existing_run_is_not_overwritten_without_resume(tmp_path):
     args = ["--env", "Pendulum-v1", "--steps", "200", "--eval-every", "200",
             "--eval-episodes", "1", "--logdir", "out", *SMALL_NET]  # fmt: skip
@@ -178,6 +193,18 @@ BAD_INPUT = {
     "config not a mapping": (["--config", "list.yaml"], "must hold a mapping"),
     "unknown key in file": (["--config", "typo.yaml"], "unknown config key 'gama' in typo.yaml"),
     "wrong type": (["--set", "batch_size=many"], "batch_size must be an integer, got 'many'"),
+    "action noise on a weight strategy": (
+        ["--set", "action_noise.sigma=0.3"],
+        "unknown action_noise setting(s) sigma for 'vadam'; it adds no action noise",
+    ),
+    "bad action noise": (
+        ["--opt", "ou-action", "--set", "action_noise.sigma=-1"],
+        "sigma must be a finite number >= 0",
+    ),
+    "noisy-kfac interval": (
+        ["--opt", "noisy-kfac", "--set", "optimizer_kwargs.stats_interval=0"],
+        "stats_interval must be an integer >= 1",
+    ),
 }
 
 

@@ -25,6 +25,7 @@ from stable_baselines3.td3.policies import Actor
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import param_explore
+from agents.action_noise import OrnsteinUhlenbeckActionNoise
 from agents.sb3_policy import ParamExploreCallback, ParamExplorePolicy
 
 STRATEGIES = param_explore.available_optimizers()
@@ -133,7 +134,7 @@ class LinearExtractor(BaseFeaturesExtractor):
 
 
 @pytest.mark.parametrize("extractor", [None, LinearExtractor], ids=["mlp", "extractor"])
-@pytest.mark.parametrize("optimizer", ["vadam", "adam-explore"])
+@pytest.mark.parametrize("optimizer", ["vadam", "adam-explore", "noisy-kfac"])
 def test_gradient_reaching_the_optimizer_is_the_gradient_at_the_sample(optimizer, extractor):
     """p.grad after SB3's actor loss equals ∇θ of that loss at θ = μ + σ⊙ε, recomputed
     on a plain SB3 actor whose weights are set to θ."""
@@ -157,15 +158,60 @@ def test_gradient_reaching_the_optimizer_is_the_gradient_at_the_sample(optimizer
     params["features_extractor"] = copy.deepcopy(params["features_extractor"])  # not shared
     reference = Actor(**params)
     with torch.no_grad():
-        for ref, mean, std in zip(
-            reference.parameters(), policy.actor.parameters(), strategy.sampling_std()
-        ):
-            ref.copy_(mean + std * strategy.state[mean]["noise"])
+        for ref, theta in zip(reference.parameters(), strategy.sample()):
+            ref.copy_(theta)
     critic = copy.deepcopy(policy.critic)
     (-critic.q1_forward(obs, reference(obs)).mean()).backward()
     for grad, ref in zip(grads, reference.parameters()):
         torch.testing.assert_close(grad, ref.grad)
     assert any(g.abs().sum() > 0 for g in grads)
+
+
+def test_noisy_kfac_sees_the_actor_layers_inside_sb3_training():
+    model = make_model(optimizer="noisy-kfac", policy_kwargs=dict(
+        actor_optimizer_kwargs=dict(stats_interval=1, inverse_interval=10)))  # fmt: skip
+    model.learn(200)
+    strategy = model.policy.actor.optimizer
+    counts = {float(strategy.state[m.weight]["stats_updates"]) for m in strategy._layers}
+    assert counts == {float(model._n_updates)}  # one record per actor update, every layer
+    sigma = strategy.sampling_std()[0]
+    assert not torch.allclose(sigma, sigma.flatten()[0].expand_as(sigma))  # factors used
+
+
+def test_param_noise_trains_the_mean_and_adapts_with_the_callback():
+    kwargs = dict(initial_std=1e-4, adaptation_interval=10)
+    model = make_model(optimizer="param-noise", policy_kwargs=dict(actor_optimizer_kwargs=kwargs))
+    model.learn(200, callback=ParamExploreCallback())
+    strategy = model.policy.actor.optimizer
+    # Adapted at steps 40, 50, ..., 200 (once the buffer holds a 32-batch), all below δ.
+    assert strategy.param_groups[0]["noise_std"] == pytest.approx(1e-4 * 1.01**17)
+
+    policy = model.policy
+    obs = torch.as_tensor(observations(16))
+    policy.set_training_mode(True)
+    strategy.zero_grad()
+    (-policy.critic.q1_forward(obs, policy.actor(obs)).mean()).backward()
+    reference = copy.deepcopy(policy.actor)
+    reference.optimizer = None  # a plain actor at μ
+    reference.zero_grad()
+    (-copy.deepcopy(policy.critic).q1_forward(obs, reference(obs)).mean()).backward()
+    for p, ref in zip(policy.actor.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, ref.grad)
+    policy.set_training_mode(False)
+    acting = policy.actor.sampled_forward(obs)
+    assert not torch.equal(acting, policy.actor(obs))  # rollouts act perturbed
+
+
+def test_action_noise_baseline_is_adam_plain_plus_sb3_action_noise():
+    noise = OrnsteinUhlenbeckActionNoise(1, generator=torch.Generator().manual_seed(0))
+    model = make_model(optimizer="adam-plain", action_noise=noise)
+    model.learn(300)
+    # SB3 added one draw of our process to every one of the 300 rollout actions ...
+    reference = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        torch.randn(1, generator=reference, dtype=torch.float64)
+    assert torch.equal(noise.generator.get_state(), reference.get_state())
+    assert model.policy.actor.optimizer.explores is False  # ... and the weights stay μ
 
 
 def test_actor_grad_scale_multiplies_the_gradient_before_the_step():
