@@ -3,12 +3,14 @@
 Measures steady-state environment steps/s (after a warm-up, learning on, evaluation off)
 of the native DDPG with ``adam-plain`` and with ``vadam`` and of SB3's DDPG with the same
 settings (HalfCheetah-v4, 400-300 MLPs, batch 64, one update per step, buffer 1e6), for 1
-and 2 torch threads; and the cost of one update (``train_step``) of ``vadam`` relative to
-``adam-plain``. Engines are measured in alternating rounds so that drift of this shared
+and 2 torch threads; and the cost of one update (``train_step``) of ``vadam`` (and any
+strategy given to ``--update-cost``) relative to ``adam-plain``, without and with the
+per-step weight-noise draw. Engines are measured in alternating rounds so that drift of this shared
 machine hits all of them alike; medians are reported. Ratios, not absolute numbers, are
 the result: absolute speed drifts ±20 % between runs here.
 
-    python benchmarks/ddpg_speed.py [--steps 3000] [--rounds 3] [--threads 1 2] [--json FILE]
+    python benchmarks/ddpg_speed.py [--steps 3000] [--rounds 3] [--threads 1 2]
+                                    [--update-cost adam-plain vadam noisy-kfac] [--json FILE]
 """
 
 from __future__ import annotations
@@ -52,16 +54,26 @@ def timed(run: Callable[[int], None], steps: int) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def update_cost(optimizer: str, updates: int) -> float:
-    """Seconds per ``train_step`` (one critic + actor + target update), buffer warmed up."""
+def update_cost(optimizer: str, updates: int, resample: bool = False) -> float:
+    """Seconds per ``train_step`` (one critic + actor + target update), buffer warmed up.
+
+    With ``resample``, a fresh weight-noise draw precedes every update, as one environment
+    step does in training: the cost of sampling θ is then included.
+    """
     agent = DDPG(ENV, optimizer=optimizer, seed=0, device="cpu")
     agent.learn(WARMUP)
     agent.actor_optimizer.resample_noise(agent.generator)
-    for _ in range(50):
+
+    def one() -> None:
+        if resample:
+            agent.actor_optimizer.resample_noise(agent.generator)
         agent.train_step()
+
+    for _ in range(50):
+        one()
     start = time.perf_counter()
     for _ in range(updates):
-        agent.train_step()
+        one()
     return (time.perf_counter() - start) / updates
 
 
@@ -70,6 +82,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000, help="timed env steps per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--update-cost",
+        nargs="+",
+        default=["adam-plain", "vadam"],
+        metavar="STRATEGY",
+        help="strategies whose per-update cost is compared with adam-plain's",
+    )
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args()
 
@@ -86,9 +105,14 @@ def main() -> None:
             for name, run in engines.items():
                 speeds[name].append(timed(run, args.steps))
         medians = {name: statistics.median(v) for name, v in speeds.items()}
+        costed = ["adam-plain", *(o for o in args.update_cost if o != "adam-plain")]
         per_update = {
             opt: statistics.median(update_cost(opt, 300) for _ in range(args.rounds))
-            for opt in ("adam-plain", "vadam")
+            for opt in costed
+        }
+        with_sampling = {
+            opt: statistics.median(update_cost(opt, 300, True) for _ in range(args.rounds))
+            for opt in costed
         }
         entry = {
             "steps_per_s": medians,
@@ -96,7 +120,13 @@ def main() -> None:
             "adam-plain / sb3": medians["native adam-plain"] / medians["sb3 ddpg"],
             "vadam / sb3": medians["native vadam"] / medians["sb3 ddpg"],
             "update_ms": {k: v * 1e3 for k, v in per_update.items()},
-            "vadam / adam-plain per update": per_update["vadam"] / per_update["adam-plain"],
+            "update_with_resample_ms": {k: v * 1e3 for k, v in with_sampling.items()},
+            "per update / adam-plain": {
+                k: v / per_update["adam-plain"] for k, v in per_update.items()
+            },
+            "per update with resample / adam-plain": {
+                k: v / with_sampling["adam-plain"] for k, v in with_sampling.items()
+            },
         }
         results["threads"][threads] = entry
         print(f"--- {threads} thread(s)")
@@ -104,11 +134,14 @@ def main() -> None:
             print(f"  {name:18s} {value:7.1f} steps/s   rounds {[round(s) for s in speeds[name]]}")
         print(f"  native adam-plain / SB3: {entry['adam-plain / sb3']:.2f}x")
         print(f"  native vadam / SB3:      {entry['vadam / sb3']:.2f}x")
-        print(
-            f"  per update: adam-plain {entry['update_ms']['adam-plain']:.2f} ms, "
-            f"vadam {entry['update_ms']['vadam']:.2f} ms, "
-            f"ratio {entry['vadam / adam-plain per update']:.3f}"
-        )
+        print("  per update (ms, ratio to adam-plain; then with a noise draw per update):")
+        for opt in costed:
+            print(
+                f"    {opt:14s} {entry['update_ms'][opt]:6.2f} "
+                f"{entry['per update / adam-plain'][opt]:6.3f}x   "
+                f"{entry['update_with_resample_ms'][opt]:6.2f} "
+                f"{entry['per update with resample / adam-plain'][opt]:6.3f}x"
+            )
     results["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {results['peak_rss_mb']:.0f} MB")
     if args.json:
