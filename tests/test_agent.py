@@ -77,6 +77,12 @@ class Recorder:
 
         agent.train_step = train_step
 
+    def act_then_train(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(acting weights, training weights) of every step that acted and then updated."""
+        calls = self.calls
+        return [(calls[i][1], calls[i + 1][1]) for i in range(len(calls) - 1)
+                if calls[i][0] == "act" and calls[i + 1][0] == "train"]  # fmt: skip
+
 
 @pytest.mark.parametrize(
     "optimizer", ["vadam", "vadagrad", "adam-explore", "sgd-explore", "noisy-adam", "noisy-kfac"]
@@ -86,13 +92,11 @@ def test_actor_gradient_is_taken_at_the_weights_that_acted(optimizer):
     agent = small_agent(optimizer, learning_starts=20)
     recorder = Recorder(agent)
     agent.learn(30)
-    calls = recorder.calls
-    pairs = [(calls[i][1], calls[i + 1][1]) for i in range(len(calls) - 1)
-             if calls[i][0] == "act" and calls[i + 1][0] == "train"]  # fmt: skip
+    pairs = recorder.act_then_train()
     assert len(pairs) == 10
     for acted, trained in pairs:
         assert torch.equal(acted, trained)
-    acting = [w for phase, w in calls if phase == "act"]
+    acting = [w for phase, w in recorder.calls if phase == "act"]
     assert not torch.equal(acting[0], acting[1])  # a new sample every step
     mean = agent.actor.net[0].weight.detach()
     assert not torch.equal(acting[-1], mean)  # acting used a sample, not μ
@@ -103,9 +107,7 @@ def test_parameter_noise_acts_perturbed_and_trains_the_mean():
     agent = small_agent("param-noise", learning_starts=20, resample="episode")  # its preset
     recorder = Recorder(agent)
     agent.learn(30)
-    calls = recorder.calls
-    pairs = [(calls[i][1], calls[i + 1][1]) for i in range(len(calls) - 1)
-             if calls[i][0] == "act" and calls[i + 1][0] == "train"]  # fmt: skip
+    pairs = recorder.act_then_train()
     assert len(pairs) == 10
     sigma = agent.actor_optimizer.param_groups[0]["noise_std"]  # not adapted before step 50
     noise = agent.actor_optimizer.state[agent.actor.net[0].weight]["noise"]  # one per episode
