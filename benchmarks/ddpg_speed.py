@@ -54,27 +54,47 @@ def timed(run: Callable[[int], None], steps: int) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def update_cost(optimizer: str, updates: int, resample: bool = False) -> float:
-    """Seconds per ``train_step`` (one critic + actor + target update), buffer warmed up.
+def update_costs(
+    optimizers: list[str], rounds: int, block: int = 50, resample: bool = False
+) -> dict[str, list[float]]:
+    """Seconds per ``train_step`` (critic + actor + target update) of each strategy, per round.
 
-    With ``resample``, a fresh weight-noise draw precedes every update, as one environment
-    step does in training: the cost of sampling θ is then included.
+    One warmed-up agent per strategy; the agents take turns, ``block`` updates each, for
+    ``rounds`` rounds, so that drift of the machine hits all of them alike — ratios are
+    taken round by round. With ``resample``, a fresh weight-noise draw precedes every
+    update, as one environment step does in training.
     """
-    agent = DDPG(ENV, optimizer=optimizer, seed=0, device="cpu")
-    agent.learn(WARMUP)
-    agent.actor_optimizer.resample_noise(agent.generator)
+    agents = {}
+    for name in optimizers:
+        agent = DDPG(ENV, optimizer=name, seed=0, device="cpu")
+        agent.learn(WARMUP)
+        agent.actor_optimizer.resample_noise(agent.generator)
+        agents[name] = agent
 
-    def one() -> None:
-        if resample:
-            agent.actor_optimizer.resample_noise(agent.generator)
-        agent.train_step()
+    def run(agent: DDPG, updates: int) -> None:
+        for _ in range(updates):
+            if resample:
+                agent.actor_optimizer.resample_noise(agent.generator)
+            agent.train_step()
 
-    for _ in range(50):
-        one()
-    start = time.perf_counter()
-    for _ in range(updates):
-        one()
-    return (time.perf_counter() - start) / updates
+    for agent in agents.values():
+        run(agent, block)  # warm-up
+    seconds: dict[str, list[float]] = {name: [] for name in agents}
+    for _ in range(rounds):
+        for name, agent in agents.items():
+            start = time.perf_counter()
+            run(agent, block)
+            seconds[name].append((time.perf_counter() - start) / block)
+    return seconds
+
+
+def relative_costs(seconds: dict[str, list[float]]) -> dict[str, float]:
+    """Median over rounds of each strategy's time per update divided by adam-plain's."""
+    base = seconds["adam-plain"]
+    return {
+        name: statistics.median(t / b for t, b in zip(times, base))
+        for name, times in seconds.items()
+    }
 
 
 def main() -> None:
@@ -106,27 +126,20 @@ def main() -> None:
                 speeds[name].append(timed(run, args.steps))
         medians = {name: statistics.median(v) for name, v in speeds.items()}
         costed = ["adam-plain", *(o for o in args.update_cost if o != "adam-plain")]
-        per_update = {
-            opt: statistics.median(update_cost(opt, 300) for _ in range(args.rounds))
-            for opt in costed
-        }
-        with_sampling = {
-            opt: statistics.median(update_cost(opt, 300, True) for _ in range(args.rounds))
-            for opt in costed
-        }
+        rounds = max(10, 5 * args.rounds)
+        per_update = update_costs(costed, rounds)
+        with_sampling = update_costs(costed, rounds, resample=True)
         entry = {
             "steps_per_s": medians,
             "rounds": speeds,
             "adam-plain / sb3": medians["native adam-plain"] / medians["sb3 ddpg"],
             "vadam / sb3": medians["native vadam"] / medians["sb3 ddpg"],
-            "update_ms": {k: v * 1e3 for k, v in per_update.items()},
-            "update_with_resample_ms": {k: v * 1e3 for k, v in with_sampling.items()},
-            "per update / adam-plain": {
-                k: v / per_update["adam-plain"] for k, v in per_update.items()
+            "update_ms": {k: statistics.median(v) * 1e3 for k, v in per_update.items()},
+            "update_with_resample_ms": {
+                k: statistics.median(v) * 1e3 for k, v in with_sampling.items()
             },
-            "per update with resample / adam-plain": {
-                k: v / with_sampling["adam-plain"] for k, v in with_sampling.items()
-            },
+            "per update / adam-plain": relative_costs(per_update),
+            "per update with resample / adam-plain": relative_costs(with_sampling),
         }
         results["threads"][threads] = entry
         print(f"--- {threads} thread(s)")
@@ -134,7 +147,10 @@ def main() -> None:
             print(f"  {name:18s} {value:7.1f} steps/s   rounds {[round(s) for s in speeds[name]]}")
         print(f"  native adam-plain / SB3: {entry['adam-plain / sb3']:.2f}x")
         print(f"  native vadam / SB3:      {entry['vadam / sb3']:.2f}x")
-        print("  per update (ms, ratio to adam-plain; then with a noise draw per update):")
+        print(
+            "  per update (median ms, median ratio to adam-plain over interleaved rounds;"
+            " then with a noise draw per update):"
+        )
         for opt in costed:
             print(
                 f"    {opt:14s} {entry['update_ms'][opt]:6.2f} "

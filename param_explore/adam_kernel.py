@@ -13,7 +13,8 @@ feeds u = g + λμ/N and v = g (Fig. 1 lines 5-6, Alg. 2 line 8); Adam-Explore f
 u = v = the gradient of μ or of the precision (eq. 111 with two Adams). The prior term
 is added to m separately, so no u = g + λμ/N temporary is allocated.
 
-Everything runs as ``torch._foreach_*`` ops over lists of tensors that share a step count.
+Everything runs over lists of tensors that share a step count: torch's fused Adam kernel
+(see :func:`adam_moment_step_` for why it computes exactly this update).
 """
 
 from __future__ import annotations
@@ -52,14 +53,45 @@ def adam_moment_step_(
     """Update the moments and then ``xs`` in place (step t = ``step`` ≥ 1).
 
     u = g + ``decay``·x (the old x) and v = g: Vadam passes decay = λ/N, Adam-Explore 0.
+
+    Runs on torch's fused Adam kernel (one pass over each tensor), which computes
+    m ← γ₁ m + (1 − γ₁) g, s ← γ₂ s + (1 − γ₂) g² and x ← x − α/(1 − γ₁ᵗ) · m /
+    (√s/√(1 − γ₂ᵗ) + δ′). Two exact rewrites make it this update: δ′ = δ/√(1 − γ₂ᵗ) gives
+    the folded correction α √(1 − γ₂ᵗ)/(1 − γ₁ᵗ) · m/(√s + δ); and adding
+    (1 − γ₁)/γ₁ · decay · x to m beforehand puts the prior term into m only, not into s.
     """
     beta1, beta2 = betas
+    if decay and beta1 == 0.0:  # the kernel would discard a pre-added prior: no momentum
+        _moment_step_without_momentum_(
+            xs, grads, exp_avgs, exp_avg_sqs, step, lr, beta2, eps, decay
+        )
+        return
+    if decay:
+        torch._foreach_add_(exp_avgs, xs, alpha=(1.0 - beta1) / beta1 * decay)
+    step_tensor = torch.full((), float(step), device=xs[0].device)
+    torch._fused_adam_(
+        xs, grads, exp_avgs, exp_avg_sqs, [], [step_tensor] * len(xs),
+        amsgrad=False, lr=lr, beta1=beta1, beta2=beta2, weight_decay=0.0,
+        eps=eps / math.sqrt(1.0 - beta2**step), maximize=False,
+    )  # fmt: skip
+
+
+def _moment_step_without_momentum_(
+    xs: list[Tensor],
+    grads: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_avg_sqs: list[Tensor],
+    step: int,
+    lr: float,
+    beta2: float,
+    eps: float,
+    decay: float,
+) -> None:
+    """γ₁ = 0 with a prior term: m = g + decay·x, then the same folded step."""
     torch._foreach_mul_(exp_avg_sqs, beta2)
     torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1.0 - beta2)
-    torch._foreach_lerp_(exp_avgs, grads, 1.0 - beta1)  # γ₁ m + (1 − γ₁) g in one pass
-    if decay:
-        torch._foreach_add_(exp_avgs, xs, alpha=(1.0 - beta1) * decay)
-    step_size = lr * math.sqrt(1.0 - beta2**step) / (1.0 - beta1**step)
+    torch._foreach_copy_(exp_avgs, grads)
+    torch._foreach_add_(exp_avgs, xs, alpha=decay)
     denominators = torch._foreach_sqrt(exp_avg_sqs)
     torch._foreach_add_(denominators, eps)
-    torch._foreach_addcdiv_(xs, exp_avgs, denominators, value=-step_size)
+    torch._foreach_addcdiv_(xs, exp_avgs, denominators, value=-lr * math.sqrt(1.0 - beta2**step))

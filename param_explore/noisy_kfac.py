@@ -255,9 +255,6 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
             perturbations = self._perturbations()
         return torch._foreach_add(params, perturbations)
 
-    def _perturb_(self, params: list[Tensor]) -> None:
-        torch._foreach_add_(params, self._perturbations())
-
     def _group_sampling_std(self, group: dict) -> list[Tensor]:
         """Marginal σ of each weight: √(c · [S^{γ_in}]⁻¹_oo · [A^{γ_in}]⁻¹_ii)."""
         scale = self._sampling_scale()

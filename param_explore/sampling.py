@@ -89,12 +89,10 @@ class WeightSampling:
         return noises
 
     def _sampled(self, params: list[Tensor]) -> list[Tensor]:
-        """θ = μ + σ⊙ε as new tensors (one fused pass); overridden by correlated noise."""
-        return torch._foreach_addcmul(params, *self._stds_and_noises())
+        """θ = μ + σ⊙ε as new tensors (one fused pass); overridden by correlated noise.
 
-    def _perturb_(self, params: list[Tensor]) -> None:
-        """μ → θ in place; overridden together with :meth:`_sampled`."""
-        torch._foreach_addcmul_(params, *self._stds_and_noises())
+        Used by both :meth:`sample` and :meth:`sampled_params`."""
+        return torch._foreach_addcmul(params, *self._stds_and_noises())
 
     @torch.no_grad()
     def _stds_and_noises(self) -> tuple[list[Tensor], list[Tensor]]:
@@ -139,21 +137,25 @@ class WeightSampling:
     def sampled_params(self) -> Iterator[None]:
         """Temporarily write θ = μ + σ⊙ε into the parameters; restore μ exactly on exit.
 
-        Gradients computed inside land in ``p.grad`` as ∇θF(θ). μ is restored from a
-        copy, also when the body raises.
+        Gradients computed inside land in ``p.grad`` as ∇θF(θ). μ is restored exactly (its
+        own tensors are put back), also when the body raises.
         """
         if not self.explores:
             yield
             return
         params = self._params()
+        # θ is computed out of place and swapped in as the parameters' data; μ's own
+        # tensors are kept aside untouched and swapped back: exact, and no copies.
+        means = [p.data for p in params]
         with torch.no_grad():
-            means = [p.detach().clone() for p in params]
-            self._perturb_(params)
+            thetas = self._sampled(means)
+        for p, theta in zip(params, thetas):
+            p.data = theta
         try:
             yield
         finally:
-            with torch.no_grad():
-                torch._foreach_copy_(params, means)
+            for p, mean in zip(params, means):
+                p.data = mean
 
     @contextmanager
     def training_params(self) -> Iterator[None]:

@@ -72,8 +72,12 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
 
     def _group_sampling_std(self, group: dict) -> list[Tensor]:
         second_moments = [self._init_state(p)["exp_avg_sq"] for p in group["params"]]
-        stds = torch._foreach_mul(second_moments, group["num_data"])
-        torch._foreach_add_(stds, group["prior_precision"] + group["sample_constant"])
+        offset = group["prior_precision"] + group["sample_constant"]
+        if group["num_data"] == 1:  # the RL setting: one pass fewer
+            stds = torch._foreach_add(second_moments, offset)
+        else:
+            stds = torch._foreach_mul(second_moments, group["num_data"])
+            torch._foreach_add_(stds, offset)
         torch._foreach_rsqrt_(stds)
         return stds
 

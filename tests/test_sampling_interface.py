@@ -93,6 +93,23 @@ def test_mean_restored_exactly_even_on_exception(name):
     assert all(torch.equal(p, b) for p, b in zip(net.parameters(), before))
 
 
+@pytest.mark.parametrize("name", ["vadam", "noisy-kfac"])
+def test_nested_sampled_params_restore_each_level(name):
+    net, opt = warmed_up(name)
+    before = [p.detach().clone() for p in net.parameters()]
+    opt.resample_noise()
+    with opt.sampled_params():
+        theta = [p.detach().clone() for p in net.parameters()]
+        for _ in range(2):  # the second inner call must not take the outer's buffers
+            with opt.sampled_params():  # θ + σε inside; θ again after
+                assert not torch.equal(next(net.parameters()), theta[0])
+            assert all(torch.equal(p, t) for p, t in zip(net.parameters(), theta))
+    assert all(torch.equal(p, b) for p, b in zip(net.parameters(), before))
+    with opt.sampled_params():  # the kept buffers are free again
+        pass
+    assert all(torch.equal(p, b) for p, b in zip(net.parameters(), before))
+
+
 @pytest.mark.parametrize("name", EXPLORING)
 def test_same_theta_until_resampled(name):
     """NOTES.md item 1: acting and the gradient step share one θ_t."""

@@ -254,6 +254,15 @@ def test_vadam_vi_form_matches_reference():
     assert_trajectories_close(stds, ref_stds, rtol=1e-5, atol=1e-9)
 
 
+def test_vadam_without_momentum_matches_reference():
+    """γ₁ = 0 with a prior term: the one case the fused Adam kernel cannot express."""
+    kwargs = dict(lr=1e-2, betas=(0.0, 0.99), prior_precision=2.0, sample_constant=1.0)
+    means, stds = run_optimizer("vadam", **kwargs)
+    ref_means, ref_stds = reference_vadam(lr=1e-2, g1=0.0, g2=0.99, lam=2.0, c=1.0)
+    assert_trajectories_close(means, ref_means)
+    assert_trajectories_close(stds, ref_stds, rtol=1e-5, atol=1e-9)
+
+
 def test_noisy_adam_vi_form_matches_reference():
     """Alg. 1 verbatim: moving-average f from 0, prior term γ_in·w, extrinsic damping."""
     kwargs = dict(
