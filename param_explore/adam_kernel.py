@@ -61,10 +61,17 @@ def adam_moment_step_(
     (1 − γ₁)/γ₁ · decay · x to m beforehand puts the prior term into m only, not into s.
     """
     beta1, beta2 = betas
-    if decay and beta1 == 0.0:  # the kernel would discard a pre-added prior: no momentum
-        _moment_step_without_momentum_(
-            xs, grads, exp_avgs, exp_avg_sqs, step, lr, beta2, eps, decay
-        )
+    if decay and beta1 == 0.0:
+        # At γ₁ = 0 the kernel sets m = g and would discard a pre-added prior: the same
+        # update in foreach ops, with m = g + decay·x.
+        torch._foreach_mul_(exp_avg_sqs, beta2)
+        torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1.0 - beta2)
+        torch._foreach_copy_(exp_avgs, grads)
+        torch._foreach_add_(exp_avgs, xs, alpha=decay)
+        denominators = torch._foreach_sqrt(exp_avg_sqs)
+        torch._foreach_add_(denominators, eps)
+        step_size = lr * math.sqrt(1.0 - beta2**step)
+        torch._foreach_addcdiv_(xs, exp_avgs, denominators, value=-step_size)
         return
     if decay:
         torch._foreach_add_(exp_avgs, xs, alpha=(1.0 - beta1) / beta1 * decay)
@@ -74,24 +81,3 @@ def adam_moment_step_(
         amsgrad=False, lr=lr, beta1=beta1, beta2=beta2, weight_decay=0.0,
         eps=eps / math.sqrt(1.0 - beta2**step), maximize=False,
     )  # fmt: skip
-
-
-def _moment_step_without_momentum_(
-    xs: list[Tensor],
-    grads: list[Tensor],
-    exp_avgs: list[Tensor],
-    exp_avg_sqs: list[Tensor],
-    step: int,
-    lr: float,
-    beta2: float,
-    eps: float,
-    decay: float,
-) -> None:
-    """γ₁ = 0 with a prior term: m = g + decay·x, then the same folded step."""
-    torch._foreach_mul_(exp_avg_sqs, beta2)
-    torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1.0 - beta2)
-    torch._foreach_copy_(exp_avgs, grads)
-    torch._foreach_add_(exp_avgs, xs, alpha=decay)
-    denominators = torch._foreach_sqrt(exp_avg_sqs)
-    torch._foreach_add_(denominators, eps)
-    torch._foreach_addcdiv_(xs, exp_avgs, denominators, value=-lr * math.sqrt(1.0 - beta2**step))
