@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torch.utils.hooks import RemovableHandle
 
 
 class LinearLayerRecorder:
@@ -25,13 +24,11 @@ class LinearLayerRecorder:
     """
 
     def __init__(self, layers: list[nn.Linear]) -> None:
-        self.layers = layers
         self.active = True
         self.inputs: dict[int, Tensor] = {}
         self.output_grads: dict[int, Tensor] = {}
-        self._handles: list[RemovableHandle] = [
-            layer.register_forward_hook(self._forward_hook(i)) for i, layer in enumerate(layers)
-        ]
+        for i, layer in enumerate(layers):
+            layer.register_forward_hook(self._forward_hook(i))
 
     def _forward_hook(self, index: int):
         def hook(module: nn.Linear, inputs: tuple[Tensor, ...], output: Tensor) -> None:
@@ -54,9 +51,3 @@ class LinearLayerRecorder:
         if inputs is None or grads is None:
             return None
         return inputs, grads
-
-    def remove(self) -> None:
-        """Detach the hooks from the network."""
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()

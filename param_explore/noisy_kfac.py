@@ -216,7 +216,8 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
     def _joined(layer: nn.Linear, weight: Tensor, bias: Tensor | None) -> Tensor:
         return weight if layer.bias is None else torch.cat([weight, bias[:, None]], dim=1)
 
-    def _split(self, layer: nn.Linear, joined: Tensor) -> list[Tensor]:
+    @staticmethod
+    def _split(layer: nn.Linear, joined: Tensor) -> list[Tensor]:
         if layer.bias is None:
             return [joined]
         return [joined[:, :-1], joined[:, -1]]

@@ -74,11 +74,6 @@ class AdaptiveParamNoise(AdamPlain):
         """Environment steps between two calls of :meth:`adapt`."""
         return self.param_groups[0]["adaptation_interval"]
 
-    @property
-    def target_distance(self) -> float:
-        """δ, in the units of the distance handed to :meth:`adapt`."""
-        return self.param_groups[0]["target_distance"]
-
     def adapt(self, distance: float) -> None:
         """Scale σ up when the measured action distance is at most δ, down otherwise."""
         for group in self.param_groups:
