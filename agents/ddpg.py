@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -37,11 +38,12 @@ from torch import Tensor, nn
 
 import param_explore
 
+from .compiled_update import CompilationError, CompiledUpdate
 from .config import DDPGConfig
 from .envs import env_id, make_env
 from .errors import ConfigError
 from .networks import Actor, Critic
-from .replay_buffer import ReplayBuffer
+from .replay_buffer import Batch, ReplayBuffer
 from .strategies import make_action_noise, strategy_optimizer
 
 
@@ -164,6 +166,9 @@ class DDPG:
         # Running sums of (critic loss, actor loss, count) kept on the device: reading
         # them every step would force a host sync per update.
         self._loss_sums = torch.zeros(3, device=self.device)
+        # Built at the first update (the strategy's state, ε included, exists by then).
+        self._compiled_update: CompiledUpdate | None = None
+        self._compile_pending = cfg.compile
 
     # ----------------------------------------------------------------- acting
     def _obs_tensor(self, obs: np.ndarray) -> Tensor:
@@ -246,9 +251,37 @@ class DDPG:
 
     def train_step(self) -> None:
         """One DDPG update (Alg. 1-2 lines 5-10) at the current weight sample."""
-        cfg = self.config
-        batch = self.buffer.sample(cfg.batch_size, self.generator)
+        batch = self.buffer.sample(self.config.batch_size, self.generator)
+        if self._compile_pending:
+            self._compile_pending = False
+            self._compiled_update = self._make_compiled_update()
+        if self._compiled_update is None:
+            self._eager_update(batch)
+        else:
+            try:
+                self._compiled_update(batch)
+            except CompilationError as err:  # only the first call compiles
+                warnings.warn(f"compile failed, training eagerly: {err}", stacklevel=2)
+                self._compiled_update = None
+                self._eager_update(batch)
+        self._last_batch_obs = batch.obs
+        self.num_updates += 1
 
+    def _make_compiled_update(self) -> CompiledUpdate | None:
+        try:
+            return CompiledUpdate(self)
+        except param_explore.UntraceableOptimizerError as err:
+            warnings.warn(f"compile: {err}; training eagerly", stacklevel=3)
+            return None
+
+    @property
+    def compiled(self) -> bool:
+        """Whether updates run as one compiled graph (``compile=True`` and a traced strategy)."""
+        return self._compiled_update is not None
+
+    def _eager_update(self, batch: Batch) -> None:
+        """The update of :meth:`train_step` op by op (what the compiled graph fuses)."""
+        cfg = self.config
         with torch.no_grad():
             next_q = self.target_critic(batch.next_obs, self.target_actor(batch.next_obs))
             target = batch.rewards + cfg.gamma * (1.0 - batch.terminated) * next_q
@@ -266,7 +299,6 @@ class DDPG:
             actor_loss = -(q.sum() if cfg.actor_grad_reduction == "sum" else q.mean())
             actor_loss.backward()
         self.actor_optimizer.step()
-        self._last_batch_obs = batch.obs
 
         with torch.no_grad():
             # Targets follow the critic and the actor's mean μ (never a sample), in one
@@ -275,7 +307,6 @@ class DDPG:
             self._loss_sums += torch.stack(
                 [critic_loss.detach(), actor_loss.detach(), torch.ones((), device=self.device)]
             )
-        self.num_updates += 1
 
     @torch.no_grad()
     def _adapt_parameter_noise(self) -> None:
@@ -346,6 +377,8 @@ class DDPG:
         self._obs = None  # a mid-episode state cannot be restored: start a new episode
         if "buffer" in state:
             self.buffer.load_state_dict(state["buffer"])
+        if self._compiled_update is not None:  # the optimizers hold new state tensors
+            self._compiled_update.bind()
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Continue from a file written by :meth:`save` (this agent's env and device)."""

@@ -1,13 +1,14 @@
 """DDPG speed, side by side in one run: this project's engine against Stable-Baselines3.
 
 Measures steady-state environment steps/s (after a warm-up, learning on, evaluation off)
-of the native DDPG with ``adam-plain`` and with ``vadam`` and of SB3's DDPG with the same
-settings (HalfCheetah-v4, 400-300 MLPs, batch 64, one update per step, buffer 1e6), for 1
-and 2 torch threads; and the cost of one update (``train_step``) of ``vadam`` (and any
-strategy given to ``--update-cost``) relative to ``adam-plain``, without and with the
-per-step weight-noise draw. Engines are measured in alternating rounds so that drift of this shared
-machine hits all of them alike; medians are reported. Ratios, not absolute numbers, are
-the result: absolute speed drifts ±20 % between runs here.
+of the native DDPG with ``adam-plain`` and with ``vadam``, eager and compiled
+(``compile=True``, compile time excluded), and of SB3's DDPG with the same settings
+(HalfCheetah-v4, 400-300 MLPs, batch 64, one update per step, buffer 1e6), for 1 and 2
+torch threads; and the cost of one update (``train_step``) of ``vadam`` (and any strategy
+given to ``--update-cost``) relative to ``adam-plain`` in the same mode, without and with
+the per-step weight-noise draw. Engines are measured in alternating rounds so that drift
+of this shared machine hits all of them alike; medians are reported. Ratios, not absolute
+numbers, are the result: absolute speed drifts ±20 % between runs here.
 
     python benchmarks/ddpg_speed.py [--steps 3000] [--rounds 3] [--threads 1 2]
                                     [--update-cost adam-plain vadam noisy-kfac] [--json FILE]
@@ -32,9 +33,9 @@ ENV = "HalfCheetah-v4"
 WARMUP = 1000
 
 
-def native(optimizer: str) -> Callable[[int], None]:
-    agent = DDPG(ENV, optimizer=optimizer, seed=0, device="cpu")
-    agent.learn(WARMUP)
+def native(optimizer: str, compile: bool) -> Callable[[int], None]:
+    agent = DDPG(ENV, optimizer=optimizer, seed=0, device="cpu", compile=compile)
+    agent.learn(WARMUP)  # compiles at the first update when asked to
     return agent.learn
 
 
@@ -55,18 +56,23 @@ def timed(run: Callable[[int], None], steps: int) -> float:
 
 
 def update_costs(
-    optimizers: list[str], rounds: int, block: int = 50, resample: bool = False
+    optimizers: list[str],
+    rounds: int,
+    block: int = 50,
+    resample: bool = False,
+    compile: bool = False,
 ) -> dict[str, list[float]]:
     """Seconds per ``train_step`` (critic + actor + target update) of each strategy, per round.
 
     One warmed-up agent per strategy; the agents take turns, ``block`` updates each, for
     ``rounds`` rounds, so that drift of the machine hits all of them alike — ratios are
     taken round by round. With ``resample``, a fresh weight-noise draw precedes every
-    update, as one environment step does in training.
+    update, as one environment step does in training. With ``compile``, the agents run
+    compiled updates (strategies without a traced form run eagerly).
     """
     agents = {}
     for name in optimizers:
-        agent = DDPG(ENV, optimizer=name, seed=0, device="cpu")
+        agent = DDPG(ENV, optimizer=name, seed=0, device="cpu", compile=compile)
         agent.learn(WARMUP)
         agent.actor_optimizer.resample_noise(agent.generator)
         agents[name] = agent
@@ -116,8 +122,10 @@ def main() -> None:
     for threads in args.threads:
         torch.set_num_threads(threads)
         engines = {
-            "native adam-plain": native("adam-plain"),
-            "native vadam": native("vadam"),
+            "native adam-plain": native("adam-plain", compile=False),
+            "native vadam": native("vadam", compile=False),
+            "native adam-plain compiled": native("adam-plain", compile=True),
+            "native vadam compiled": native("vadam", compile=True),
             "sb3 ddpg": sb3(),
         }
         speeds: dict[str, list[float]] = {name: [] for name in engines}
@@ -127,37 +135,43 @@ def main() -> None:
         medians = {name: statistics.median(v) for name, v in speeds.items()}
         costed = ["adam-plain", *(o for o in args.update_cost if o != "adam-plain")]
         rounds = max(10, 5 * args.rounds)
-        per_update = update_costs(costed, rounds)
-        with_sampling = update_costs(costed, rounds, resample=True)
-        entry = {
+        entry: dict = {
             "steps_per_s": medians,
             "rounds": speeds,
-            "adam-plain / sb3": medians["native adam-plain"] / medians["sb3 ddpg"],
-            "vadam / sb3": medians["native vadam"] / medians["sb3 ddpg"],
-            "update_ms": {k: statistics.median(v) * 1e3 for k, v in per_update.items()},
-            "update_with_resample_ms": {
-                k: statistics.median(v) * 1e3 for k, v in with_sampling.items()
+            "ratio to sb3": {
+                name: medians[name] / medians["sb3 ddpg"] for name in engines if name != "sb3 ddpg"
             },
-            "per update / adam-plain": relative_costs(per_update),
-            "per update with resample / adam-plain": relative_costs(with_sampling),
         }
+        for mode, compile in (("eager", False), ("compiled", True)):
+            per_update = update_costs(costed, rounds, compile=compile)
+            with_sampling = update_costs(costed, rounds, resample=True, compile=compile)
+            entry[mode] = {
+                "update_ms": {k: statistics.median(v) * 1e3 for k, v in per_update.items()},
+                "update_with_resample_ms": {
+                    k: statistics.median(v) * 1e3 for k, v in with_sampling.items()
+                },
+                "per update / adam-plain": relative_costs(per_update),
+                "per update with resample / adam-plain": relative_costs(with_sampling),
+            }
         results["threads"][threads] = entry
         print(f"--- {threads} thread(s)")
         for name, value in medians.items():
-            print(f"  {name:18s} {value:7.1f} steps/s   rounds {[round(s) for s in speeds[name]]}")
-        print(f"  native adam-plain / SB3: {entry['adam-plain / sb3']:.2f}x")
-        print(f"  native vadam / SB3:      {entry['vadam / sb3']:.2f}x")
-        print(
-            "  per update (median ms, median ratio to adam-plain over interleaved rounds;"
-            " then with a noise draw per update):"
-        )
-        for opt in costed:
+            print(f"  {name:28s} {value:7.1f} steps/s   rounds {[round(s) for s in speeds[name]]}")
+        for name, ratio in entry["ratio to sb3"].items():
+            print(f"  {name + ' / SB3:':36s} {ratio:.2f}x")
+        for mode in ("eager", "compiled"):
+            costs = entry[mode]
             print(
-                f"    {opt:14s} {entry['update_ms'][opt]:6.2f} "
-                f"{entry['per update / adam-plain'][opt]:6.3f}x   "
-                f"{entry['update_with_resample_ms'][opt]:6.2f} "
-                f"{entry['per update with resample / adam-plain'][opt]:6.3f}x"
+                f"  per update, {mode} (median ms, median ratio to adam-plain over interleaved"
+                " rounds; then with a noise draw per update):"
             )
+            for opt in costed:
+                print(
+                    f"    {opt:14s} {costs['update_ms'][opt]:6.2f} "
+                    f"{costs['per update / adam-plain'][opt]:6.3f}x   "
+                    f"{costs['update_with_resample_ms'][opt]:6.2f} "
+                    f"{costs['per update with resample / adam-plain'][opt]:6.3f}x"
+                )
     results["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {results['peak_rss_mb']:.0f} MB")
     if args.json:

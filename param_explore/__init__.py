@@ -28,6 +28,7 @@ from .registry import (
     optimizer_class,
 )
 from .sampling import WeightSampling
+from .traceable import TraceableStep, UntraceableOptimizerError
 from .vadagrad import VadaGrad
 from .vadam import Vadam
 
@@ -40,6 +41,8 @@ __all__ = [
     "NoisyKFAC",
     "SGDExplore",
     "SGDPlain",
+    "TraceableStep",
+    "UntraceableOptimizerError",
     "VadaGrad",
     "Vadam",
     "WeightSampling",

@@ -13,8 +13,10 @@ feeds u = g + λμ/N and v = g (Fig. 1 lines 5-6, Alg. 2 line 8); Adam-Explore f
 u = v = the gradient of μ or of the precision (eq. 111 with two Adams). The prior term
 is added to m separately, so no u = g + λμ/N temporary is allocated.
 
-Everything runs over lists of tensors that share a step count: torch's fused Adam kernel
-(see :func:`adam_moment_step_` for why it computes exactly this update).
+Everything runs over lists of tensors that share a step count: eagerly on torch's fused
+Adam kernel (see :func:`adam_moment_step_` for why it computes exactly this update), and
+as plain tensor ops with the step's numbers as tensors in a compiled update
+(:func:`adam_moment_update`, which also serves torch's Adam: ``param_explore.traceable``).
 """
 
 from __future__ import annotations
@@ -81,3 +83,23 @@ def adam_moment_step_(
         amsgrad=False, lr=lr, beta1=beta1, beta2=beta2, weight_decay=0.0,
         eps=eps / math.sqrt(1.0 - beta2**step), maximize=False,
     )  # fmt: skip
+
+
+def adam_moment_update(
+    xs: list[Tensor],
+    grads: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_avg_sqs: list[Tensor],
+    c: dict[str, Tensor],
+    decay: Tensor | None = None,
+) -> None:
+    """The update of :func:`adam_moment_step_` in plain tensor ops, for a compiled graph.
+
+    Every number comes from ``c`` (0-d tensors: ``m_weight`` = 1 − γ₁, ``s_decay`` = γ₂,
+    ``s_weight`` = 1 − γ₂, ``step_size`` = α√(1 − γ₂ᵗ)/(1 − γ₁ᵗ), ``eps`` = δ), so one
+    traced graph serves every step; ``decay`` adds the prior term to u as there.
+    """
+    for x, g, m, s in zip(xs, grads, exp_avgs, exp_avg_sqs):
+        m.lerp_(g if decay is None else g + decay * x, c["m_weight"])
+        s.mul_(c["s_decay"]).add_(c["s_weight"] * g * g)
+        x.sub_(c["step_size"] * m / (s.sqrt() + c["eps"]))

@@ -21,18 +21,66 @@ paper's regime the clamp never acts, so the updates equal the unclipped released
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 import torch
 from torch import Tensor
 
-from .adam_kernel import adam_moment_step_, advance_steps
-from .sampling import PrecisionSampling
+from .adam_kernel import adam_moment_step_, adam_moment_update, advance_steps
+from .sampling import PrecisionSampling, precision_training_point
+from .traceable import StateTensors, TraceableStep, adam_coefficients, single_group
 from .validation import require_betas, require_positive
 
 
 class _PrecisionExplore(PrecisionSampling, torch.optim.Optimizer):
     """Shared state and gradients of the two Explore variants; subclasses move μ and p."""
+
+    #: State tensors beyond the precision that the subclass's update keeps.
+    _moment_keys: tuple[str, ...] = ()
+
+    def _init_moments(self, states: list[dict]) -> None:
+        for state in states:
+            for key in self._moment_keys:
+                if key not in state:
+                    state[key] = torch.zeros_like(state["precision"])
+
+    def _step_coefficients(self, group: dict, step: int) -> dict[str, float]:
+        """The numbers of :meth:`_traced_update` at step ``step``."""
+        raise NotImplementedError
+
+    def _traced_update(
+        self,
+        xs: list[Tensor],
+        grads: list[Tensor],
+        precision_grads: list[Tensor],
+        state: StateTensors,
+        c: dict,
+    ) -> None:
+        """:meth:`_update` as plain tensor arithmetic (``param_explore.traceable``)."""
+        raise NotImplementedError
+
+    def traceable_step(self) -> TraceableStep:
+        group = single_group(self)
+        params = list(group["params"])
+        states = [self._init_state(group, p) for p in params]
+        self._init_moments(states)
+
+        def coefficients(step: int) -> dict[str, float]:
+            return {"min_precision": group["min_precision"], **self._step_coefficients(group, step)}
+
+        def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: dict) -> None:
+            precisions = state["precision"]
+            precision_grads = [  # ∇p = −g ε / (2 p^{3/2}), as in step()
+                -0.5 * g * e * p.pow(-1.5) for g, e, p in zip(grads, state["noise"], precisions)
+            ]
+            self._traced_update(xs, grads, precision_grads, state, c)
+            for p in precisions:
+                p.clamp_min_(c["min_precision"])
+
+        state = {key: [s[key] for s in states] for key in ("precision", *self._moment_keys)}
+        state["noise"] = self._group_noise(group)
+        return TraceableStep(params, state, states, coefficients, update, precision_training_point)
 
     def _update(
         self,
@@ -97,9 +145,26 @@ class SGDExplore(_PrecisionExplore):
         precisions = [state["precision"] for state in states]
         torch._foreach_add_(precisions, precision_grads, alpha=-group["precision_lr"])
 
+    def _step_coefficients(self, group: dict, step: int) -> dict[str, float]:
+        return {"lr": group["lr"], "precision_lr": group["precision_lr"]}
+
+    def _traced_update(
+        self,
+        xs: list[Tensor],
+        grads: list[Tensor],
+        precision_grads: list[Tensor],
+        state: StateTensors,
+        c: dict,
+    ) -> None:
+        for x, g, p, pg in zip(xs, grads, state["precision"], precision_grads):
+            x.sub_(c["lr"] * g)
+            p.sub_(c["precision_lr"] * pg)
+
 
 class AdamExplore(_PrecisionExplore):
     """Eq. 111 with two independent Adams: on μ (α, γ₁, γ₂) and on p (α^(σ), γ₁^(σ), γ₂^(σ))."""
+
+    _moment_keys = ("exp_avg", "exp_avg_sq", "precision_exp_avg", "precision_exp_avg_sq")
 
     def __init__(
         self,
@@ -130,10 +195,7 @@ class AdamExplore(_PrecisionExplore):
         states: list[dict],
         precision_grads: list[Tensor],
     ) -> None:
-        for p, state in zip(params, states):
-            if "exp_avg" not in state:
-                for key in ("exp_avg", "exp_avg_sq", "precision_exp_avg", "precision_exp_avg_sq"):
-                    state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        self._init_moments(states)
         for step, idx in advance_steps(states).items():
             adam_moment_step_(
                 [params[i] for i in idx], [params[i].grad for i in idx],
@@ -146,3 +208,31 @@ class AdamExplore(_PrecisionExplore):
                 [states[i]["precision_exp_avg_sq"] for i in idx],
                 step, group["precision_lr"], group["precision_betas"], group["eps"],
             )  # fmt: skip
+
+    def _step_coefficients(self, group: dict, step: int) -> dict[str, float]:
+        def adam(lr: float, betas: tuple[float, float]) -> dict[str, float]:
+            beta1, beta2 = betas
+            step_size = lr * math.sqrt(1.0 - beta2**step) / (1.0 - beta1**step)
+            return adam_coefficients(beta1, beta2, step_size, group["eps"])
+
+        precision = adam(group["precision_lr"], group["precision_betas"])
+        return {
+            **adam(group["lr"], group["betas"]),
+            **{f"precision_{key}": value for key, value in precision.items()},
+        }
+
+    def _traced_update(
+        self,
+        xs: list[Tensor],
+        grads: list[Tensor],
+        precision_grads: list[Tensor],
+        state: StateTensors,
+        c: dict,
+    ) -> None:
+        adam_moment_update(xs, grads, state["exp_avg"], state["exp_avg_sq"], c)
+        prefix = "precision_"
+        adam_moment_update(
+            state["precision"], precision_grads,
+            state["precision_exp_avg"], state["precision_exp_avg_sq"],
+            {key[len(prefix):]: v for key, v in c.items() if key.startswith(prefix)},
+        )  # fmt: skip

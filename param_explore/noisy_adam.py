@@ -9,6 +9,7 @@ from torch import Tensor
 
 from .adam_kernel import advance_steps
 from .sampling import WeightSampling
+from .traceable import StateTensors, TraceableStep, single_group
 from .validation import require_betas, require_non_negative, require_positive
 
 
@@ -129,3 +130,44 @@ class NoisyAdam(WeightSampling, torch.optim.Optimizer):
                     value=-group["lr"] / (1.0 - beta1**step),
                 )
         return loss
+
+    def traceable_step(self) -> TraceableStep:
+        """The traced step; whether f is a moving average (VI) or a running sum (VO) is
+        fixed when it is built, from ``kl_weight``."""
+        group = single_group(self)
+        params = list(group["params"])
+        states = [self._init_state(group, p) for p in params]
+        variational_inference = group["kl_weight"] > 0
+
+        def coefficients(step: int) -> dict[str, float]:
+            beta1, beta2 = group["betas"]
+            gamma_in = self._intrinsic_damping(group)
+            return {
+                "m_weight": 1.0 - beta1,
+                "f_decay": beta2 if variational_inference else 1.0,
+                "f_weight": 1.0 - beta2,
+                "step_size": group["lr"] / (1.0 - beta1**step),
+                "damping": gamma_in + group["damping"],
+                "gamma_in": gamma_in,
+                "variance_scale": group["kl_weight"] / group["num_data"],
+            }
+
+        def training_point(xs: list[Tensor], state: StateTensors, c: dict) -> list[Tensor]:
+            if variational_inference:  # σ² = (λ/N) / (f + γ_in)
+                stds = [
+                    torch.sqrt(c["variance_scale"] / (f + c["gamma_in"])) for f in state["fisher"]
+                ]
+            else:  # σ² = 1/f
+                stds = [torch.rsqrt(f) for f in state["fisher"]]
+            return [x + e * std for x, e, std in zip(xs, state["noise"], stds)]
+
+        def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: dict) -> None:
+            thetas = training_point(xs, state, c) if variational_inference else xs
+            for x, g, theta, m, f in zip(xs, grads, thetas, state["exp_avg"], state["fisher"]):
+                m.lerp_(g + c["gamma_in"] * theta if variational_inference else g, c["m_weight"])
+                f.mul_(c["f_decay"]).add_(c["f_weight"] * g * g)
+                x.sub_(c["step_size"] * m / (f + c["damping"]))
+
+        state = {key: [s[key] for s in states] for key in ("exp_avg", "fisher")}
+        state["noise"] = self._group_noise(group)
+        return TraceableStep(params, state, states, coefficients, update, training_point)

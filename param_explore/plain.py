@@ -15,6 +15,13 @@ import torch
 from torch import Tensor
 
 from .sampling import WeightSampling
+from .traceable import (
+    StateTensors,
+    TraceableStep,
+    adam_traceable_step,
+    at_mean,
+    single_group,
+)
 from .validation import require_betas, require_positive
 
 
@@ -25,6 +32,18 @@ class SGDPlain(WeightSampling, torch.optim.SGD):
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict], lr: float = 1e-4) -> None:
         super().__init__(params, lr=require_positive("lr", lr))
+
+    def traceable_step(self) -> TraceableStep:
+        group = single_group(self)
+
+        def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: dict) -> None:
+            for x, g in zip(xs, grads):
+                x.sub_(c["lr"] * g)
+
+        def coefficients(step: int) -> dict[str, float]:
+            return {"lr": group["lr"]}
+
+        return TraceableStep(list(group["params"]), {}, [], coefficients, update, at_mean)
 
 
 class AdamPlain(WeightSampling, torch.optim.Adam):
@@ -49,3 +68,6 @@ class AdamPlain(WeightSampling, torch.optim.Adam):
             eps=require_positive("eps", eps),
             fused=True,
         )
+
+    def traceable_step(self) -> TraceableStep:
+        return adam_traceable_step(self)

@@ -33,6 +33,8 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
+from .traceable import TraceableStep, UntraceableOptimizerError
+
 
 class WeightSampling:
     """Mixin adding the sampling interface to a ``torch.optim.Optimizer``.
@@ -171,6 +173,16 @@ class WeightSampling:
         with self.sampled_params():
             yield
 
+    def traceable_step(self) -> TraceableStep:
+        """This strategy's step for a compiled training graph (``param_explore.traceable``).
+
+        Creates any missing state (moments; ε from the global generator if none was
+        drawn yet, so call it after the first :meth:`resample_noise`). Raises
+        :class:`UntraceableOptimizerError` for strategies that have no traced form (noisy
+        K-FAC watches its layers through module hooks).
+        """
+        raise UntraceableOptimizerError(f"{type(self).__name__} has no traced form")
+
     @torch.no_grad()
     def sampling_std(self) -> list[Tensor]:
         """The current σ of every parameter, in ``param_groups`` order (new tensors)."""
@@ -198,3 +210,10 @@ class PrecisionSampling(WeightSampling):
         return torch._foreach_rsqrt(
             [self._init_state(group, p)["precision"] for p in group["params"]]
         )
+
+
+def precision_training_point(
+    params: list[Tensor], state: dict[str, list[Tensor]], c: dict
+) -> list[Tensor]:
+    """θ = μ + ε/√precision: the traced training point of :class:`PrecisionSampling`."""
+    return [x + e * torch.rsqrt(p) for x, p, e in zip(params, state["precision"], state["noise"])]

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import Tensor
 
-from .sampling import PrecisionSampling
+from .sampling import PrecisionSampling, precision_training_point
+from .traceable import StateTensors, TraceableStep, single_group
 from .validation import require_beta, require_positive
 
 
@@ -57,3 +58,19 @@ class VadaGrad(PrecisionSampling, torch.optim.Optimizer):
                 params, grads, torch._foreach_sqrt(precisions), value=-group["lr"]
             )
         return loss
+
+    def traceable_step(self) -> TraceableStep:
+        group = single_group(self)
+        params = list(group["params"])
+        states = [self._init_state(group, p) for p in params]
+
+        def coefficients(step: int) -> dict[str, float]:
+            return {"lr": group["lr"], "s_weight": 1.0 - group["beta2"]}
+
+        def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: dict) -> None:
+            for x, g, s in zip(xs, grads, state["precision"]):
+                s.add_(c["s_weight"] * g * g)
+                x.sub_(c["lr"] * g / s.sqrt())
+
+        state = {"precision": [s["precision"] for s in states], "noise": self._group_noise(group)}
+        return TraceableStep(params, state, states, coefficients, update, precision_training_point)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 import torch
 from torch import Tensor
 
-from .adam_kernel import adam_moment_step_, advance_steps
+from .adam_kernel import adam_moment_step_, adam_moment_update, advance_steps
 from .sampling import WeightSampling
+from .traceable import StateTensors, TraceableStep, adam_coefficients, single_group
 from .validation import require_betas, require_non_negative, require_positive
 
 
@@ -102,3 +104,36 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
                     decay=prior,  # the prior term λμ/N uses the mean *before* this step
                 )
         return loss
+
+    def traceable_step(self) -> TraceableStep:
+        group = single_group(self)
+        params = list(group["params"])
+        states = [self._init_state(p) for p in params]
+        noises = self._group_noise(group)
+
+        def coefficients(step: int) -> dict[str, float]:
+            beta1, beta2 = group["betas"]
+            prior = group["prior_precision"] / group["num_data"]
+            step_size = group["lr"] * math.sqrt(1.0 - beta2**step) / (1.0 - beta1**step)
+            return {
+                **adam_coefficients(beta1, beta2, step_size, prior),
+                "prior": prior,
+                "num_data": group["num_data"],
+                "sampling_offset": group["prior_precision"] + group["sample_constant"],
+            }
+
+        def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: dict) -> None:
+            adam_moment_update(
+                xs, grads, state["exp_avg"], state["exp_avg_sq"], c, decay=c["prior"]
+            )
+
+        def training_point(xs: list[Tensor], state: StateTensors, c: dict) -> list[Tensor]:
+            return [
+                x + e * torch.rsqrt(c["num_data"] * s + c["sampling_offset"])
+                for x, s, e in zip(xs, state["exp_avg_sq"], state["noise"])
+            ]
+
+        tensors = {key: [s[key] for s in states] for key in ("exp_avg", "exp_avg_sq")}
+        return TraceableStep(
+            params, {**tensors, "noise": noises}, states, coefficients, update, training_point
+        )

@@ -121,6 +121,20 @@ def test_action_noise_baseline_through_both_engines(tmp_path):
         assert [r["step"] for r in read_eval_csv(run_dir / "eval.csv")] == [300]
 
 
+def test_compiled_run_and_its_resumption(tmp_path):
+    """--compile trains with the compiled update and resumes into it from a checkpoint."""
+    args = ["--env", "Pendulum-v1", "--opt", "vadam", "--compile", "--eval-every", "200",
+            "--eval-episodes", "1", "--logdir", "out", *SMALL_NET]  # fmt: skip
+    first = train_agent(*args, "--steps", "200", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "training eagerly" not in first.stderr
+    resumed = train_agent(*args, "--steps", "400", "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    run_dir = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0"
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["compile"] is True
+    assert [r["step"] for r in read_eval_csv(run_dir / "eval.csv")] == [200, 400]
+
+
 def test_existing_run_is_not_overwritten_without_resume(tmp_path):
     args = ["--env", "Pendulum-v1", "--steps", "200", "--eval-every", "200",
             "--eval-episodes", "1", "--logdir", "out", *SMALL_NET]  # fmt: skip
@@ -200,6 +214,10 @@ BAD_INPUT = {
     "bad action noise": (
         ["--opt", "ou-action", "--set", "action_noise.sigma=-1"],
         "sigma must be a finite number >= 0",
+    ),
+    "compile on the sb3 engine": (
+        ["--engine", "sb3", "--compile"],
+        "compile applies to the native engine only",
     ),
     "noisy-kfac interval": (
         ["--opt", "noisy-kfac", "--set", "optimizer_kwargs.stats_interval=0"],

@@ -31,7 +31,27 @@ def initial_means():
     return [rng.normal(size=s) for s in SHAPES]
 
 
-def run_optimizer(name: str, steps: int = STEPS, functional: bool = False, **overrides):
+#: How the gradient is taken and the step made: the two eager paths of the sampling
+#: interface, and the traced form a compiled update runs (``param_explore.traceable``),
+#: here executed op by op.
+MODES = ["sampled_params", "sample", "traced"]
+
+
+def traced_step(opt, params, loss_of) -> None:
+    """One step through ``traceable_step()``: training point, gradient there, update."""
+    step = opt.traceable_step()
+    numbers = step.coefficients(step.next_step())
+    c = {key: torch.tensor(value, dtype=torch.float32) for key, value in numbers.items()}
+    means = [p.detach() for p in params]
+    with torch.no_grad():
+        point = [t.clone().requires_grad_() for t in step.training_point(means, step.state, c)]
+    loss_of(point).backward()
+    step.advance()
+    with torch.no_grad():
+        step.update(means, [t.grad for t in point], step.state, c)
+
+
+def run_optimizer(name: str, steps: int = STEPS, mode: str = "sampled_params", **overrides):
     """μ after every step, and σ before every step, from the code under test."""
     a, b = quadratic_coefficients()
     params = [torch.nn.Parameter(torch.tensor(m, dtype=torch.float32)) for m in initial_means()]
@@ -50,12 +70,15 @@ def run_optimizer(name: str, steps: int = STEPS, functional: bool = False, **ove
                 for th, ai, bi in zip(thetas, a, b)
             )
 
-        if functional:
+        if mode == "traced":
+            traced_step(opt, params, loss_of)
+        elif mode == "sample":
             loss_of(opt.sample() if opt.gradient_at_sample else params).backward()
+            opt.step()
         else:
             with opt.training_params():
                 loss_of(params).backward()
-        opt.step()
+            opt.step()
         means.append([p.detach().double().numpy().copy() for p in params])
     return means, stds
 
@@ -235,9 +258,9 @@ def test_every_registered_strategy_has_a_reference():
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))
-@pytest.mark.parametrize("functional", [False, True], ids=["sampled_params", "sample"])
-def test_update_rule_matches_reference(name, functional):
-    means, stds = run_optimizer(name, functional=functional)
+@pytest.mark.parametrize("mode", MODES)
+def test_update_rule_matches_reference(name, mode):
+    means, stds = run_optimizer(name, mode=mode)
     ref_means, ref_stds = REFERENCES[name]()
     assert_trajectories_close(means, ref_means)
     assert_trajectories_close(stds, ref_stds, rtol=1e-5, atol=1e-9)
@@ -245,31 +268,34 @@ def test_update_rule_matches_reference(name, functional):
     assert not np.allclose(means[-1][0], initial_means()[0])
 
 
-def test_vadam_vi_form_matches_reference():
+@pytest.mark.parametrize("mode", ["sampled_params", "traced"])
+def test_vadam_vi_form_matches_reference(mode):
     """Fig. 1 with N = 50, λ = 2, c = 0 and a larger step so that λμ/N matters."""
     kwargs = dict(lr=1e-2, prior_precision=2.0, sample_constant=0.0, num_data=50.0)
-    means, stds = run_optimizer("vadam", **kwargs)
+    means, stds = run_optimizer("vadam", mode=mode, **kwargs)
     ref_means, ref_stds = reference_vadam(lr=1e-2, lam=2.0, c=0.0, n=50.0)
     assert_trajectories_close(means, ref_means)
     assert_trajectories_close(stds, ref_stds, rtol=1e-5, atol=1e-9)
 
 
-def test_vadam_without_momentum_matches_reference():
+@pytest.mark.parametrize("mode", ["sampled_params", "traced"])
+def test_vadam_without_momentum_matches_reference(mode):
     """γ₁ = 0 with a prior term: the one case the fused Adam kernel cannot express."""
     kwargs = dict(lr=1e-2, betas=(0.0, 0.99), prior_precision=2.0, sample_constant=1.0)
-    means, stds = run_optimizer("vadam", **kwargs)
+    means, stds = run_optimizer("vadam", mode=mode, **kwargs)
     ref_means, ref_stds = reference_vadam(lr=1e-2, g1=0.0, g2=0.99, lam=2.0, c=1.0)
     assert_trajectories_close(means, ref_means)
     assert_trajectories_close(stds, ref_stds, rtol=1e-5, atol=1e-9)
 
 
-def test_noisy_adam_vi_form_matches_reference():
+@pytest.mark.parametrize("mode", ["sampled_params", "traced"])
+def test_noisy_adam_vi_form_matches_reference(mode):
     """Alg. 1 verbatim: moving-average f from 0, prior term γ_in·w, extrinsic damping."""
     kwargs = dict(
         lr=0.05, betas=(0.8, 0.9), kl_weight=0.5, num_data=10.0, prior_variance=2.0,
         damping=0.1, initial_precision=0.0,
     )  # fmt: skip
-    means, stds = run_optimizer("noisy-adam", **kwargs)
+    means, stds = run_optimizer("noisy-adam", mode=mode, **kwargs)
     ref_means, ref_stds = reference_noisy_adam(
         lr=0.05, b1=0.8, b2=0.9, lam=0.5, n=10.0, eta=2.0, gamma_ex=0.1, f1=0.0
     )
@@ -324,3 +350,24 @@ def test_vadam_precision_can_decrease_again():
         p.grad = torch.zeros(10)
         opt.step()
     assert torch.all(opt.sampling_std()[0] > after_big)
+
+
+@pytest.mark.parametrize("mode", ["sampled_params", "traced"])
+def test_adam_plain_with_a_large_eps_matches_reference(mode):
+    """δ large enough to matter: where torch's Adam adds δ (to √ŝ) must be kept exactly."""
+    means, _ = run_optimizer("adam-plain", mode=mode, lr=1e-2, eps=0.5)
+    ref_means, _ = reference_adam_plain(lr=1e-2, delta=0.5)
+    assert_trajectories_close(means, ref_means)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["sgd-explore", "adam-explore"])
+def test_explore_precision_step_matches_reference(name, mode):
+    """A small precision and a large precision step, so that ∇p visibly moves σ (at the
+    paper's p = 1e4 a precision step changes σ by ~1e-11 relative, invisible above)."""
+    kwargs = dict(precision_lr=0.1, initial_precision=4.0, min_precision=1e-3)
+    means, stds = run_optimizer(name, mode=mode, **kwargs)
+    ref_means, ref_stds = REFERENCES[name](lr_prec=0.1, p1=4.0)
+    assert_trajectories_close(means, ref_means)
+    assert_trajectories_close(stds, ref_stds, rtol=1e-5, atol=1e-9)
+    assert not np.allclose(stds[-1][0], stds[0][0], rtol=1e-2)

@@ -1,0 +1,147 @@
+"""Optimizer steps written out for tracing into one compiled training graph.
+
+Why this exists: the native agent's compiled update (``DDPGConfig.compile``) traces a
+whole DDPG update — forward and backward passes, both optimizer steps, the target
+update — into one graph that TorchInductor compiles, which removes the per-op overhead
+that dominates an eager update of small networks. A traced graph sees only the tensors
+passed in and bakes every Python number into its code, while ``Optimizer.step`` reads
+its state from dicts and computes step-dependent numbers (bias corrections) in Python.
+A :class:`TraceableStep` makes both explicit:
+
+* ``state`` — the optimizer's own state tensors by name, aligned with ``params``. The
+  graph updates them in place, so eager and compiled steps can alternate and
+  ``state_dict()`` is the same either way;
+* ``coefficients(t)`` — every number step t needs (learning rate, bias corrections,
+  ...), computed eagerly. They enter the graph as a tensor, so nothing step-dependent
+  is baked in and a changed learning rate takes effect; :meth:`TraceableStep.advance`
+  then moves the optimizer's step counts (``step_states``) on, as ``step()`` would;
+* ``update(params, grads, state, c)`` — the step as in-place tensor arithmetic;
+* ``training_point(params, state, c)`` — where the gradient for the step is taken:
+  θ = μ + σ⊙ε for the variational strategies, μ for the others (as
+  :meth:`WeightSampling.training_params`).
+
+``update`` is the rule of the class's ``step()`` written without the fused kernels that
+``step()`` uses for speed (a fused kernel takes its step-dependent numbers as Python
+floats). Tests hold the two equal over several steps for every strategy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .adam_kernel import adam_moment_update
+
+#: Numbers of one step, as 0-d tensors inside the graph (floats from ``coefficients()``).
+Coefficients = dict[str, Tensor]
+#: State tensors by name, each list aligned with the parameters.
+StateTensors = dict[str, list[Tensor]]
+
+
+class UntraceableOptimizerError(TypeError):
+    """The optimizer's step cannot be traced into a compiled graph."""
+
+
+@dataclass(frozen=True)
+class TraceableStep:
+    """One optimizer's step over explicit tensors (see the module docstring)."""
+
+    params: list[Tensor]
+    state: StateTensors
+    #: The per-parameter state dicts holding a ``step`` count (none for SGD).
+    step_states: list[dict]
+    coefficients: Callable[[int], dict[str, float]]
+    update: Callable[[list[Tensor], list[Tensor], StateTensors, Coefficients], None]
+    training_point: Callable[[list[Tensor], StateTensors, Coefficients], list[Tensor]]
+
+    def next_step(self) -> int:
+        """The number t of the coming step (1 for the first).
+
+        In a compiled update every parameter is stepped every time, so the counts never
+        part; counts that already differ (a parameter skipped eagerly) cannot be traced.
+        """
+        counts = {int(state["step"]) for state in self.step_states}
+        if len(counts) > 1:
+            raise UntraceableOptimizerError(
+                f"parameters are at different step counts {sorted(counts)}; a compiled "
+                "update steps all parameters together"
+            )
+        return counts.pop() + 1 if counts else 1
+
+    def advance(self) -> None:
+        """Count one step, as the optimizer's ``step()`` does."""
+        for state in self.step_states:
+            state["step"] += 1
+
+
+def at_mean(params: list[Tensor], state: StateTensors, c: Coefficients) -> list[Tensor]:
+    """The training point of strategies trained at μ (plain, parameter noise)."""
+    return params
+
+
+def single_group(optimizer: torch.optim.Optimizer) -> dict:
+    """The optimizer's only parameter group (a compiled graph serves one group)."""
+    if len(optimizer.param_groups) != 1:
+        raise UntraceableOptimizerError(
+            f"a compiled update needs an optimizer with one parameter group, "
+            f"{type(optimizer).__name__} has {len(optimizer.param_groups)}"
+        )
+    return optimizer.param_groups[0]
+
+
+def adam_traceable_step(optimizer: torch.optim.Adam) -> TraceableStep:
+    """torch's ``Adam`` (the critic's optimizer and ``adam-plain``), trained at μ.
+
+    torch computes x ← x − α/(1 − γ₁ᵗ) · m/(√s/√(1 − γ₂ᵗ) + δ); multiplying numerator and
+    denominator by √(1 − γ₂ᵗ) gives the folded form of :func:`adam_moment_update` with
+    step size α√(1 − γ₂ᵗ)/(1 − γ₁ᵗ) and δ′ = δ√(1 − γ₂ᵗ).
+    """
+    group = single_group(optimizer)
+    for option in ("amsgrad", "maximize"):
+        if group.get(option):
+            raise UntraceableOptimizerError(f"Adam with {option}=True is not traceable here")
+    if group.get("weight_decay"):
+        raise UntraceableOptimizerError("Adam with weight_decay is not traceable here")
+    params = list(group["params"])
+    states = []
+    for p in params:
+        state = optimizer.state[p]
+        if "exp_avg" not in state:  # torch's own initial state (fused layout)
+            state["step"] = torch.tensor(0.0, dtype=torch.float32, device=p.device)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        states.append(state)
+
+    def coefficients(step: int) -> dict[str, float]:
+        beta1, beta2 = group["betas"]
+        root = math.sqrt(1.0 - beta2**step)
+        return adam_coefficients(
+            beta1, beta2, group["lr"] * root / (1.0 - beta1**step), group["eps"] * root
+        )
+
+    def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: Coefficients) -> None:
+        adam_moment_update(xs, grads, state["exp_avg"], state["exp_avg_sq"], c)
+
+    return TraceableStep(
+        params,
+        {key: [s[key] for s in states] for key in ("exp_avg", "exp_avg_sq")},
+        states,
+        coefficients,
+        update,
+        at_mean,
+    )
+
+
+def adam_coefficients(beta1: float, beta2: float, step_size: float, eps: float) -> dict[str, float]:
+    """The numbers :func:`adam_moment_update` reads."""
+    return {
+        "m_weight": 1.0 - beta1,
+        "s_decay": beta2,
+        "s_weight": 1.0 - beta2,
+        "step_size": step_size,
+        "eps": eps,
+    }
