@@ -8,6 +8,8 @@ against NumPy references in ``test_update_rules.py``.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch._inductor.config as inductor_config
@@ -132,3 +134,19 @@ def test_failed_compilation_falls_back_to_eager_without_losing_a_step(monkeypatc
     assert not compiled.compiled
     for name, value in tensors(eager).items():
         assert torch.equal(value, tensors(compiled)[name]), name
+
+
+@pytest.mark.parametrize("strategy", ["vadam", "adam-explore"])
+def test_compiled_update_continues_an_eager_run(strategy):
+    """Eager state (late in a run: bias corrections near 1) loaded into a compiled agent:
+    the next updates equal the eager agent's — the modes share one state layout."""
+    eager, compiled = pair(strategy)
+    eager.learn(400)
+    compiled.learn(70)  # compiles
+    # A copy: torch's Optimizer.load_state_dict keeps the given state tensors themselves.
+    compiled.load_state_dict(copy.deepcopy(eager.state_dict(include_buffer=True)))
+    for agent in (eager, compiled):
+        for _ in range(5):
+            agent.train_step()
+    assert compiled.compiled
+    assert_agents_close(eager, compiled)
