@@ -123,13 +123,13 @@ def test_noisy_kfac_trains_eagerly_with_a_warning():
     assert not agent.compiled and agent.num_updates == STEPS - SMALL["learning_starts"]
 
 
-def test_failed_compilation_falls_back_to_eager_without_losing_a_step(monkeypatch):
+def test_failed_compilation_falls_back_to_eager_without_losing_a_step():
     """No C++ compiler: the run warns and continues eagerly, exactly as an eager run."""
-    monkeypatch.setattr(inductor_config.cpp, "cxx", ("no-such-compiler-here",))
-    monkeypatch.setattr(inductor_config, "fx_graph_cache", False)
     eager, compiled = pair("vadam")
     eager.learn(STEPS)
-    with pytest.warns(UserWarning, match="compile failed, training eagerly"):
+    no_compiler = {"cpp.cxx": ("no-such-compiler-here",), "fx_graph_cache": False}
+    warns = pytest.warns(UserWarning, match="compile failed, training eagerly")
+    with inductor_config.patch(no_compiler), warns:
         compiled.learn(STEPS)
     assert not compiled.compiled
     for name, value in tensors(eager).items():
