@@ -37,6 +37,7 @@ from torch.utils import _pytree as pytree
 
 from param_explore.traceable import TraceableStep, adam_traceable_step
 
+from . import losses
 from .replay_buffer import Batch
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class CompiledUpdate:
         self._agent = agent
         cfg = agent.config
         self._gamma, self._tau = cfg.gamma, cfg.tau
-        self._sum_actor_loss = cfg.actor_grad_reduction == "sum"
+        self._reduction = cfg.actor_grad_reduction
         self._coefficient_keys: dict[str, list[str]] = {}
         self._compiled: Callable[..., object] | None = None
         #: Seconds spent tracing and compiling (never counted as training time).
@@ -98,7 +99,8 @@ class CompiledUpdate:
     def _coefficients(self, name: str, step: TraceableStep) -> Tensor:
         """The numbers of ``step``'s coming step in one tensor (their keys remembered)."""
         values = step.coefficients(self._next_steps[name])
-        self._coefficient_keys[name] = list(values)
+        if name not in self._coefficient_keys:  # the graph's layout, fixed at tracing
+            self._coefficient_keys[name] = list(values)
         return torch.tensor(list(values.values()), dtype=torch.float32, device=self._agent.device)
 
     @torch.no_grad()
@@ -150,10 +152,10 @@ class CompiledUpdate:
         with torch.no_grad():
             next_actions = self._action(t["target_actor"], t["actor_buffers"], next_obs)
             next_q = self._q_value(t["target_critic"], next_obs, next_actions)
-            target = rewards + self._gamma * (1.0 - terminated) * next_q
+            target = losses.td_target(rewards, terminated, next_q, self._gamma)
 
         def critic_loss(critic: list[Tensor]) -> Tensor:
-            return (self._q_value(critic, obs, actions) - target).pow(2).mean()
+            return losses.critic_loss(self._q_value(critic, obs, actions), target)
 
         critic_grads, critic_loss_value = grad_and_value(critic_loss)(t["critic"])
         with torch.no_grad():
@@ -164,7 +166,7 @@ class CompiledUpdate:
             # F at the training point (θ that acted, or μ) under the updated critic, whose
             # weights are constants here: no critic weight gradients are computed.
             q = self._q_value(t["critic"], obs, self._action(theta, t["actor_buffers"], obs))
-            return -(q.sum() if self._sum_actor_loss else q.mean())
+            return losses.actor_loss(q, self._reduction)
 
         actor_grads, actor_loss_value = grad_and_value(actor_loss)(point)
 

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 import param_explore
 
+from . import losses
 from .compiled_update import CompilationError, CompiledUpdate
 from .config import DDPGConfig
 from .envs import env_id, make_env
@@ -284,8 +285,8 @@ class DDPG:
         cfg = self.config
         with torch.no_grad():
             next_q = self.target_critic(batch.next_obs, self.target_actor(batch.next_obs))
-            target = batch.rewards + cfg.gamma * (1.0 - batch.terminated) * next_q
-        critic_loss = (self.critic(batch.obs, batch.actions) - target).pow(2).mean()
+            target = losses.td_target(batch.rewards, batch.terminated, next_q, cfg.gamma)
+        critic_loss = losses.critic_loss(self.critic(batch.obs, batch.actions), target)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_optimizer.step()
@@ -296,7 +297,7 @@ class DDPG:
         self.actor_optimizer.zero_grad(set_to_none=True)
         with self.actor_optimizer.training_params(), _frozen(self.critic):
             q = self.critic(batch.obs, self.actor(batch.obs))
-            actor_loss = -(q.sum() if cfg.actor_grad_reduction == "sum" else q.mean())
+            actor_loss = losses.actor_loss(q, cfg.actor_grad_reduction)
             actor_loss.backward()
         self.actor_optimizer.step()
 

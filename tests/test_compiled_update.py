@@ -106,8 +106,8 @@ def test_checkpoint_continues_compiled_training_exactly(tmp_path):
     resumed = DDPG("Pendulum-v1", seed=0, device="cpu", optimizer="vadam", compile=True, **SMALL)
     resumed.learn(70)  # compiles, then loading replaces the optimizers' state tensors
     resumed.load_checkpoint(tmp_path / "a.pt")
-    # Both continue from the same state at an episode boundary... or mid-episode: the
-    # loaded agent starts a new episode, so compare the update alone on the same batches.
+    # Step 80 is mid-episode, where a loaded agent starts a new episode: compare the
+    # updates alone, on the same noise and minibatches.
     for agent in (reference, resumed):
         agent.actor_optimizer.resample_noise(agent.generator)
         for _ in range(10):

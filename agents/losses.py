@@ -1,0 +1,27 @@
+"""DDPG's two objectives (Lillicrap et al. 2015; Khan et al. 2018, Alg. 1-2 lines 6-7).
+
+One definition for the eager update (``DDPG._eager_update``) and the compiled one
+(``agents.compiled_update``), so the two can differ in how they run, never in what they
+compute.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from torch import Tensor
+
+
+def td_target(rewards: Tensor, terminated: Tensor, next_q: Tensor, gamma: float) -> Tensor:
+    """y = r + γ(1 − terminated)·Q̃(s′, π̃(s′)): time-limit truncation bootstraps through."""
+    return rewards + gamma * (1.0 - terminated) * next_q
+
+
+def critic_loss(q: Tensor, target: Tensor) -> Tensor:
+    """The mean squared TD error."""
+    return (q - target).pow(2).mean()
+
+
+def actor_loss(q: Tensor, reduction: Literal["sum", "mean"]) -> Tensor:
+    """−Q(s, π(s)) over the minibatch: summed as in the released code, or averaged."""
+    return -(q.sum() if reduction == "sum" else q.mean())
