@@ -122,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
                 engine=args.engine,
                 compile=args.compile,
             )
-            for opt in _strategies(args.opt)
+            # Seed-major: a grid stopped part-way has every strategy on the same seeds.
             for seed in _seeds(args.seed, args.seeds)
+            for opt in _strategies(args.opt)
         ]
         if len(configs) == 1 and args.workers is None and args.backend is None:
             run_dir = train(configs[0], resume=args.resume, progress=not args.no_progress)

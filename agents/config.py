@@ -40,6 +40,9 @@ class DDPGConfig:
     #: Overrides of the action-noise settings (``gaussian-action``, ``ou-action`` only).
     action_noise: dict[str, Any] = field(default_factory=dict)
     hidden_sizes: list[int] = field(default_factory=lambda: [400, 300])
+    #: How the actor and the critic start (:mod:`agents.initialisation`): the authors'
+    #: released code (``khan2018``) or Lillicrap et al. 2015 (``lillicrap``).
+    init: Literal["khan2018", "lillicrap"] = "khan2018"
     buffer_size: int = 1_000_000
     batch_size: int = 64
     gamma: float = 0.99

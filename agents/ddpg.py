@@ -125,8 +125,10 @@ class DDPG:
         if seed is not None:
             torch.manual_seed(seed)
             action_space.seed(seed)
-        self.actor = Actor(obs_dim, action_space.low, action_space.high, cfg.hidden_sizes)
-        self.critic = Critic(obs_dim, action_space.shape[0], cfg.hidden_sizes)
+        self.actor = Actor(
+            obs_dim, action_space.low, action_space.high, cfg.hidden_sizes, init=cfg.init
+        )
+        self.critic = Critic(obs_dim, action_space.shape[0], cfg.hidden_sizes, init=cfg.init)
         self.actor.to(self.device)
         self.critic.to(self.device)
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
@@ -330,10 +332,9 @@ class DDPG:
             return {}
         return {"critic": critic / count, "actor": actor / count}
 
-    def sigma_statistics(self) -> dict[str, float]:
-        """Mean, min and max of σ over all actor weights (0 for noise-free strategies)."""
-        stds = torch.cat([s.flatten() for s in self.actor_optimizer.sampling_std()])
-        return {"mean": stds.mean().item(), "min": stds.min().item(), "max": stds.max().item()}
+    def exploration_statistics(self) -> dict[str, float]:
+        """The strategy's ``explore/*`` scalars: σ over all actor weights, and its own."""
+        return self.actor_optimizer.exploration_statistics()
 
     # ----------------------------------------------------------------- persistence
     def state_dict(self, include_buffer: bool = False) -> dict[str, Any]:

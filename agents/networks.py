@@ -2,9 +2,8 @@
 
 Both are 400-300 ReLU MLPs. The actor's tanh output is scaled to the action bounds;
 the critic takes the action at its second hidden layer, as in Lillicrap et al. (Sec. 7).
-Hidden layers keep torch's default fan-in uniform initialisation (Lillicrap's
-U(−1/√f, 1/√f)); the output layers start in U(−3e-3, 3e-3) so that initial actions
-and Q-values are near zero.
+How their weights start is the ``init`` setting (:mod:`agents.initialisation`): the
+authors' released code (``khan2018``, the default) or Lillicrap et al.'s (``lillicrap``).
 """
 
 from __future__ import annotations
@@ -16,13 +15,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-FINAL_LAYER_INIT = 3e-3
-
-
-def _init_output_layer(layer: nn.Linear) -> nn.Linear:
-    nn.init.uniform_(layer.weight, -FINAL_LAYER_INIT, FINAL_LAYER_INIT)
-    nn.init.uniform_(layer.bias, -FINAL_LAYER_INIT, FINAL_LAYER_INIT)
-    return layer
+from .initialisation import InitScheme, initialise_actor_, initialise_critic_, linear_layers
 
 
 class Actor(nn.Module):
@@ -40,6 +33,7 @@ class Actor(nn.Module):
         action_low: np.ndarray,
         action_high: np.ndarray,
         hidden_sizes: Sequence[int] = (400, 300),
+        init: InitScheme = "khan2018",
     ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
@@ -47,8 +41,9 @@ class Actor(nn.Module):
         for size in hidden_sizes:
             layers += [nn.Linear(width, size), nn.ReLU()]
             width = size
-        layers.append(_init_output_layer(nn.Linear(width, len(action_low))))
+        layers.append(nn.Linear(width, len(action_low)))
         self.net = nn.Sequential(*layers)
+        initialise_actor_(linear_layers(self.net), init)
         low = torch.as_tensor(action_low, dtype=torch.float32)
         high = torch.as_tensor(action_high, dtype=torch.float32)
         self.register_buffer("action_scale", (high - low) / 2)
@@ -70,10 +65,16 @@ class Actor(nn.Module):
 class Critic(nn.Module):
     """Q(s, a) with the action entering at the second hidden layer."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden_sizes: Sequence[int] = (400, 300)):
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        hidden_sizes: Sequence[int] = (400, 300),
+        init: InitScheme = "khan2018",
+    ) -> None:
         super().__init__()
         if len(hidden_sizes) < 2:
-            raise ValueError("the critic needs at least two hidden layers, got {hidden_sizes}")
+            raise ValueError(f"the critic needs at least two hidden layers, got {hidden_sizes}")
         first, second, *rest = hidden_sizes
         self.obs_layer = nn.Linear(obs_dim, first)
         self.joint_layer = nn.Linear(first + action_dim, second)
@@ -82,8 +83,9 @@ class Critic(nn.Module):
         for size in rest:
             layers += [nn.Linear(width, size), nn.ReLU()]
             width = size
-        layers.append(_init_output_layer(nn.Linear(width, 1)))
+        layers.append(nn.Linear(width, 1))
         self.head = nn.Sequential(*layers)
+        initialise_critic_(linear_layers(self), init)
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
         hidden = torch.relu(self.obs_layer(obs))

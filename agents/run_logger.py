@@ -5,6 +5,7 @@ Tags are stable so that ``tensorboard --logdir runs/<env>`` overlays strategies:
     eval/mean_return, eval/std_return           every ``eval_every`` steps
     train/episode_return, train/episode_length   every training episode
     explore/sigma_mean, _min, _max               σ over all actor weights
+    explore/clamped_fraction                     Explore strategies: precisions at the floor
     loss/critic, loss/actor                      means over the last ``log_every`` steps
     time/steps_per_second                        training throughput (evaluation excluded)
 

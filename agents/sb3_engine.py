@@ -61,6 +61,7 @@ class SB3Agent:
             actor_optimizer_kwargs=config.optimizer_kwargs,
             net_arch=list(config.hidden_sizes),
             resample=config.resample,
+            init=config.init,
             # SB3's actor loss is a minibatch mean; the paper's sum is batch_size × it.
             actor_grad_scale=float(config.batch_size)
             if config.actor_grad_reduction == "sum"
@@ -107,8 +108,8 @@ class SB3Agent:
         names = {"critic": "train/critic_loss", "actor": "train/actor_loss"}
         return {k: float(values[v]) for k, v in names.items() if v in values}
 
-    def sigma_statistics(self) -> dict[str, float]:
-        return self.model.policy.sigma_statistics()
+    def exploration_statistics(self) -> dict[str, float]:
+        return self.model.policy.exploration_statistics()
 
     def save(self, path: str | Path, include_buffer: bool = False) -> None:
         path = Path(path)

@@ -54,6 +54,8 @@ from torch.nn import functional as F
 import param_explore
 from param_explore.validation import require_positive
 
+from .initialisation import INIT_SCHEMES, initialise_actor_, initialise_critic_, linear_layers
+
 POLICY_ALIAS = "ParamExplorePolicy"
 
 
@@ -114,6 +116,10 @@ class ParamExplorePolicy(TD3Policy):
         (needs :class:`ParamExploreCallback` to redraw at episode ends).
     :param actor_grad_scale: factor on the actor gradient before each step; the paper's
         summed minibatch gradient is ``batch_size`` (SB3's loss is a mean).
+    :param init: how the actor and the critics start: ``sb3`` (SB3's own, torch's default
+        layers), or a scheme of :mod:`agents.initialisation` (``khan2018``: the authors'
+        released code, as the native agent's default; ``lillicrap``). Targets start equal
+        to the networks either way.
     SB3's ``optimizer_class``/``optimizer_kwargs`` and ``learning_rate`` apply to the
     critic only.
     """
@@ -130,11 +136,16 @@ class ParamExplorePolicy(TD3Policy):
         actor_optimizer_kwargs: dict[str, Any] | None = None,
         resample: Literal["step", "episode"] = "step",
         actor_grad_scale: float = 1.0,
+        init: Literal["sb3", "khan2018", "lillicrap"] = "sb3",
         **kwargs: Any,
     ) -> None:
         param_explore.optimizer_class(optimizer)  # unknown names fail here, clearly
         if resample not in ("step", "episode"):
             raise ValueError(f"resample must be 'step' or 'episode', got {resample!r}")
+        if init != "sb3" and init not in INIT_SCHEMES:
+            schemes = ", ".join(("sb3", *INIT_SCHEMES))
+            raise ValueError(f"init must be one of {schemes}, got {init!r}")
+        self.init = init
         self.strategy = optimizer
         self.actor_optimizer_kwargs = dict(actor_optimizer_kwargs or {})
         self.resample = resample
@@ -147,6 +158,12 @@ class ParamExplorePolicy(TD3Policy):
 
     def _build(self, lr_schedule: Schedule) -> None:
         super()._build(lr_schedule)
+        if self.init != "sb3":
+            initialise_actor_(linear_layers(self.actor.mu), self.init)
+            for q_network in self.critic.q_networks:
+                initialise_critic_(linear_layers(q_network), self.init)
+            self.actor_target.load_state_dict(self.actor.state_dict())
+            self.critic_target.load_state_dict(self.critic.state_dict())
         strategy = param_explore.make_optimizer(
             self.strategy, self.actor, **self.actor_optimizer_kwargs
         )
@@ -170,6 +187,7 @@ class ParamExplorePolicy(TD3Policy):
             actor_optimizer_kwargs=self.actor_optimizer_kwargs,
             resample=self.resample,
             actor_grad_scale=self.actor_grad_scale,
+            init=self.init,
         )
         return data
 
@@ -180,10 +198,9 @@ class ParamExplorePolicy(TD3Policy):
             self.actor.optimizer.resample_noise()
         return self.actor.sampled_forward(observation)
 
-    def sigma_statistics(self) -> dict[str, float]:
-        """Mean, min and max σ over all actor weights (0 for noise-free strategies)."""
-        stds = torch.cat([s.flatten() for s in self.actor.optimizer.sampling_std()])
-        return {"mean": stds.mean().item(), "min": stds.min().item(), "max": stds.max().item()}
+    def exploration_statistics(self) -> dict[str, float]:
+        """The strategy's ``explore/*`` scalars: σ over all actor weights, and its own."""
+        return self.actor.optimizer.exploration_statistics()
 
 
 class ParamExploreCallback(BaseCallback):
@@ -191,9 +208,10 @@ class ParamExploreCallback(BaseCallback):
     adapts adaptive parameter noise.
 
     The scalars ``explore/sigma_mean``, ``explore/sigma_min`` and ``explore/sigma_max``
-    appear in TensorBoard next to SB3's own ones, with the native agent's tag names. With
-    ``param-noise``, every ``adaptation_interval`` steps σ is adapted to the action-space
-    distance between the perturbed and the mean actor on a replay minibatch's states.
+    (and a strategy's own, such as ``explore/clamped_fraction``) appear in TensorBoard
+    next to SB3's own ones, with the native agent's tag names. With ``param-noise``,
+    every ``adaptation_interval`` steps σ is adapted to the action-space distance
+    between the perturbed and the mean actor on a replay minibatch's states.
     """
 
     def __init__(self, log_every: int = 1000, verbose: int = 0) -> None:
@@ -208,8 +226,8 @@ class ParamExploreCallback(BaseCallback):
         if policy.resample == "episode" and dones is not None and np.any(dones):
             policy.actor.optimizer.resample_noise()
         if self.num_timesteps % self.log_every < self.training_env.num_envs:
-            for name, value in policy.sigma_statistics().items():
-                self.logger.record(f"explore/sigma_{name}", value)
+            for name, value in policy.exploration_statistics().items():
+                self.logger.record(f"explore/{name}", value)
         strategy = policy.actor.optimizer
         if (
             isinstance(strategy, param_explore.AdaptiveParamNoise)

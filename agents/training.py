@@ -30,7 +30,7 @@ from .ddpg import DDPG, Callback
 from .envs import make_env
 from .errors import ConfigError
 from .evaluation import evaluate
-from .run_logger import EVAL_CSV, RunLogger, write_comparison_layout
+from .run_logger import EVAL_CSV, RunLogger, read_eval_csv, write_comparison_layout
 from .sb3_engine import SB3Agent
 
 CHECKPOINT_DIR = "checkpoints"
@@ -50,7 +50,7 @@ class RunnableAgent(Protocol):
     def learn(self, total_steps: int, callback: Callback) -> object: ...
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray: ...
     def pop_losses(self) -> dict[str, float]: ...
-    def sigma_statistics(self) -> dict[str, float]: ...
+    def exploration_statistics(self) -> dict[str, float]: ...
     def save(self, path: str | Path, include_buffer: bool = False) -> None: ...
     def load_checkpoint(self, path: str | Path) -> None: ...
 
@@ -110,8 +110,8 @@ class RunCallback(Callback):
         self.logger.scalar("time/steps_per_second", speed, step)
         for name, value in agent.pop_losses().items():
             self.logger.scalar(f"loss/{name}", value, step)
-        for name, value in agent.sigma_statistics().items():
-            self.logger.scalar(f"explore/sigma_{name}", value, step)
+        for name, value in agent.exploration_statistics().items():
+            self.logger.scalar(f"explore/{name}", value, step)
         postfix = {"steps/s": f"{speed:.0f}"}
         if self.last_eval is not None:
             postfix["eval"] = f"{self.last_eval:.1f}"
@@ -149,6 +149,15 @@ def _check_resumable(saved: TrainConfig, requested: TrainConfig, run_dir: Path) 
         raise ConfigError(f"cannot resume {run_dir} with a different config ({details})")
 
 
+def _evaluated_to_the_end(run_dir: Path, config: TrainConfig) -> bool:
+    """Whether ``eval.csv`` holds the run's last scheduled evaluation."""
+    csv_path = run_dir / EVAL_CSV
+    last = config.total_steps // config.eval_every * config.eval_every
+    if last == 0 or not csv_path.exists():
+        return False
+    return any(row["step"] >= last for row in read_eval_csv(csv_path))
+
+
 def train(
     config: TrainConfig, resume: bool = False, progress: bool = True, env: gym.Env | None = None
 ) -> Path:
@@ -169,6 +178,12 @@ def train(
         )
     if resume and (run_dir / "config.yaml").exists():
         _check_resumable(load_run_config(run_dir / "config.yaml"), config, run_dir)
+
+    if resume and not checkpoint_path.exists() and _evaluated_to_the_end(run_dir, config):
+        # Results without checkpoints: a finished run whose checkpoints were not kept (a
+        # study committed with its eval.csv and config.yaml only). Nothing to redo.
+        print(f"{run_dir}: already complete (eval.csv reaches the last evaluation)", flush=True)
+        return run_dir
 
     resume_step = None
     if resume and checkpoint_path.exists():

@@ -49,6 +49,22 @@ class _PrecisionExplore(PrecisionSampling, torch.optim.Optimizer):
         """The numbers of :meth:`_traced_update` at step ``step``."""
         raise NotImplementedError
 
+    @torch.no_grad()
+    def exploration_statistics(self) -> dict[str, float]:
+        """σ statistics plus ``clamped_fraction``: the share of precisions held at the floor.
+
+        An entry sits at ``min_precision`` only when the clamp has acted on it (and the
+        gradient has not lifted it since), so this measures whether the safeguard changes
+        the released code's updates; 0 means the updates are the unclipped ones.
+        """
+        at_floor, total = 0, 0
+        for group in self.param_groups:
+            for p in group["params"]:
+                precision = self._init_state(group, p)["precision"]
+                at_floor += int((precision <= group["min_precision"]).sum())
+                total += precision.numel()
+        return {**super().exploration_statistics(), "clamped_fraction": at_floor / total}
+
     def _traced_update(
         self,
         xs: list[Tensor],

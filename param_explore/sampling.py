@@ -190,6 +190,20 @@ class WeightSampling:
             return [torch.zeros_like(p) for p in self._params()]
         return [std for group in self.param_groups for std in self._group_sampling_std(group)]
 
+    @torch.no_grad()
+    def exploration_statistics(self) -> dict[str, float]:
+        """Scalars describing the exploration now, for logging as ``explore/<key>``.
+
+        Mean, min and max of the marginal σ over all weights (all 0 for noise-free
+        strategies); strategies add what else a user needs to watch. Reads the state only.
+        """
+        stds = torch.cat([s.flatten() for s in self.sampling_std()])
+        return {
+            "sigma_mean": stds.mean().item(),
+            "sigma_min": stds.min().item(),
+            "sigma_max": stds.max().item(),
+        }
+
 
 class PrecisionSampling(WeightSampling):
     """Strategies whose state holds the precision σ⁻² itself (VadaGrad, the Explore pair).

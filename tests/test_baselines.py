@@ -149,4 +149,4 @@ def test_agent_adapts_sigma_every_interval():
     adaptations = len(range(70, 301, 10))
     sigma = agent.actor_optimizer.param_groups[0]["noise_std"]
     assert sigma == pytest.approx(1e-4 * 1.01**adaptations)
-    assert agent.sigma_statistics()["mean"] == pytest.approx(sigma)
+    assert agent.exploration_statistics()["sigma_mean"] == pytest.approx(sigma)

@@ -148,3 +148,25 @@ def test_ray_backend_on_a_local_ray_instance(tmp_path):
     for opt in ("vadagrad", "sgd-plain"):
         rows = eval_rows(tmp_path / "out" / "Pendulum-v1" / opt / "seed0" / "eval.csv")
         assert list(rows) == [200, 400]
+
+
+def test_committed_results_without_checkpoints_count_as_finished(tmp_path, capsys):
+    """A study committed with eval.csv and config.yaml only (no checkpoints, no events) is
+    complete: re-running its grid in a fresh clone skips it and changes nothing, while a
+    run whose eval.csv stops early is started again."""
+    from agents.training import train
+
+    (config,) = configs(tmp_path, ["adam-plain"])
+    run_dir = train(config, progress=False)
+    for path in [*run_dir.glob("events.out.tfevents.*"), *run_dir.glob("checkpoints/*")]:
+        path.unlink()
+    before = (run_dir / "eval.csv").read_bytes()
+    capsys.readouterr()
+    train(config, resume=True, progress=False)
+    assert "already complete (eval.csv reaches the last evaluation)" in capsys.readouterr().out
+    assert (run_dir / "eval.csv").read_bytes() == before
+    assert not (run_dir / "checkpoints").exists() or not any((run_dir / "checkpoints").iterdir())
+
+    config.total_steps = 600  # now the last evaluation (600) is missing: train again
+    train(config, resume=True, progress=False)
+    assert list(eval_rows(run_dir / "eval.csv")) == [200, 400, 600]

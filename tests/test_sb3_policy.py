@@ -245,7 +245,7 @@ def test_model_save_load_in_a_fresh_process_and_continue(tmp_path):
     obs = observations()
     expected = {
         "actions": model.predict(obs, deterministic=True)[0].tolist(),
-        "sigma_mean": model.policy.sigma_statistics()["mean"],
+        "sigma_mean": model.policy.exploration_statistics()["sigma_mean"],
         "step": float(model.policy.actor.optimizer.state_dict()["state"][0]["step"]),
     }
     script = textwrap.dedent(f"""
@@ -255,7 +255,7 @@ def test_model_save_load_in_a_fresh_process_and_continue(tmp_path):
         model = DDPG.load({str(tmp_path / "model.zip")!r}, env=gym.make("Pendulum-v1"))
         obs = np.array({obs.tolist()!r}, dtype=np.float32)
         out = {{"actions": model.predict(obs, deterministic=True)[0].tolist(),
-               "sigma_mean": model.policy.sigma_statistics()["mean"],
+               "sigma_mean": model.policy.exploration_statistics()["sigma_mean"],
                "step": float(model.policy.actor.optimizer.state_dict()["state"][0]["step"]),
                "strategy": type(model.policy.actor.optimizer).__name__}}
         model.learn(100, reset_num_timesteps=False)

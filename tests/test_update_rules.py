@@ -371,3 +371,34 @@ def test_explore_precision_step_matches_reference(name, mode):
     assert_trajectories_close(means, ref_means)
     assert_trajectories_close(stds, ref_stds, rtol=1e-5, atol=1e-9)
     assert not np.allclose(stds[-1][0], stds[0][0], rtol=1e-2)
+
+
+@pytest.mark.parametrize("name", ["sgd-explore", "adam-explore"])
+def test_explore_clamped_fraction_counts_precisions_held_at_the_floor(name):
+    """Hand values: p = 1, ε = 1, so ∇p = −g/2. A gradient of −4 on an entry gives ∇p = 2
+    and lowers its precision below 0 (SGD: 1 − 0.75·2; Adam's first step moves p by
+    −α·sign(∇p) = −2), so the clamp holds it at the floor 0.5; +4 raises it, 0 leaves it.
+    3 of the 8 entries (6 weights, 2 biases) end at the floor."""
+    weight = torch.nn.Parameter(torch.zeros(3, 2))
+    bias = torch.nn.Parameter(torch.zeros(2))
+    lr = 0.75 if name == "sgd-explore" else 2.0
+    opt = pe.make_optimizer(
+        name, [weight, bias], precision_lr=lr, initial_precision=1.0, min_precision=0.5
+    )
+    assert opt.exploration_statistics()["clamped_fraction"] == 0.0
+    opt.resample_noise()
+    for p in (weight, bias):
+        opt.state[p]["noise"].fill_(1.0)
+    weight.grad = torch.tensor([[4.0, -4.0], [4.0, 0.0], [-4.0, 0.0]])
+    bias.grad = torch.tensor([4.0, -4.0])
+    opt.step()
+    stats = opt.exploration_statistics()
+    assert stats["clamped_fraction"] == 3 / 8
+    assert stats["sigma_max"] == pytest.approx(0.5**-0.5)  # σ = 1/√0.5 at the floor
+
+
+def test_strategies_without_a_clamp_report_sigma_statistics_only():
+    net = torch.nn.Linear(2, 2)
+    stats = pe.make_optimizer("vadam", net).exploration_statistics()
+    assert set(stats) == {"sigma_mean", "sigma_min", "sigma_max"}
+    assert stats["sigma_mean"] == pytest.approx(1 / np.sqrt(1e-8 + 1e4))
