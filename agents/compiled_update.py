@@ -80,13 +80,17 @@ class CompiledUpdate:
             "critic": self._critic_step.next_step(),
             "actor": self._actor_step.next_step(),
         }
-        self._critic_names = [name for name, _ in agent.critic.named_parameters()]
-        self._actor_names = [name for name, _ in agent.actor.named_parameters()]
+        # Parameters in the optimizers' order, named as in the modules (for
+        # functional_call) and paired with their targets by name.
+        self._critic_names = _names(agent.critic, self._critic_step.params)
+        self._actor_names = _names(agent.actor, self._actor_step.params)
+        target_critic = dict(agent.target_critic.named_parameters())
+        target_actor = dict(agent.target_actor.named_parameters())
         self._state = {
             "critic": [p.detach() for p in self._critic_step.params],
             "actor": [p.detach() for p in self._actor_step.params],
-            "target_critic": [p.detach() for p in agent.target_critic.parameters()],
-            "target_actor": [p.detach() for p in agent.target_actor.parameters()],
+            "target_critic": [target_critic[n].detach() for n in self._critic_names],
+            "target_actor": [target_actor[n].detach() for n in self._actor_names],
             "critic_state": self._critic_step.state,
             "actor_state": self._actor_step.state,
             "actor_buffers": {n: b.detach() for n, b in agent.actor.named_buffers()},
@@ -185,6 +189,12 @@ class CompiledUpdate:
     def _action(self, actor: list[Tensor], buffers: dict[str, Tensor], obs: Tensor) -> Tensor:
         params = {**dict(zip(self._actor_names, actor)), **buffers}
         return functional_call(self._agent.actor, params, (obs,))
+
+
+def _names(module: torch.nn.Module, params: list[Tensor]) -> list[str]:
+    """The module's names of ``params``, in the order given."""
+    by_id = {id(p): name for name, p in module.named_parameters()}
+    return [by_id[id(p)] for p in params]
 
 
 def _skip_unused_columns(graph: fx.GraphModule) -> None:

@@ -54,8 +54,13 @@ class DDPGConfig:
     gradient_steps: int = 1
     #: ``sum`` (the released code) or ``mean`` of the minibatch policy gradient.
     actor_grad_reduction: Literal["sum", "mean"] = "sum"
-    #: Draw new weight noise every environment ``step`` (the paper) or every ``episode``.
-    resample: Literal["step", "episode"] = "step"
+    #: Draw new weight noise every environment ``step`` (Khan et al.) or every
+    #: ``episode``; None: the strategy's own choice (per step; per episode for
+    #: ``param-noise``, as Plappert et al.).
+    resample: Literal["step", "episode"] | None = None
+    #: A LayerNorm after each hidden layer of the actor, never perturbed (Plappert et
+    #: al.'s parameter-noise actor; ``docs/decisions.md#layer-norm``).
+    layer_norm: bool = False
     #: Run each update as one compiled graph (:mod:`agents.compiled_update`): faster,
     #: equal to the eager update up to float rounding, seconds of compiling at the first
     #: update. Strategies without a traced form (noisy-kfac) train eagerly.
@@ -146,6 +151,11 @@ def _validate_fields(config: DDPGConfig) -> None:
 
 def _coerce(name: str, hint: Any, value: Any) -> Any:
     origin = typing.get_origin(hint)
+    if origin is typing.Union or isinstance(hint, types.UnionType):  # X | None
+        if value is None and type(None) in typing.get_args(hint):
+            return None
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        origin = typing.get_origin(hint)
     if origin is Literal:
         allowed = typing.get_args(hint)
         _require(value in allowed, f"{name} must be one of {', '.join(allowed)}, got {value!r}")
@@ -157,8 +167,6 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
             (item,) = typing.get_args(hint)
             return [_coerce(f"{name}[{i}]", item, v) for i, v in enumerate(value)]
         return value
-    if isinstance(hint, types.UnionType):
-        hint = next(a for a in typing.get_args(hint) if a is not type(None))
     if hint is bool:
         _require(isinstance(value, bool), f"{name} must be true or false, got {value!r}")
         return value

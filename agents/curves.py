@@ -77,8 +77,10 @@ class Curve:
         return Curve(self.strategy, self.steps[keep], self.returns[:, keep], self.label)
 
 
-def _aligned(strategy: str, per_seed: list[dict[int, float]], label: str | None) -> Curve | None:
-    """Seeds' {step: return} maps on the steps every seed has reached (None if none)."""
+def aligned_curve(
+    strategy: str, per_seed: list[dict[int, float]], label: str | None = None
+) -> Curve | None:
+    """Seeds' {step: value} maps on the steps every seed has reached (None if none)."""
     if not per_seed:
         return None
     common = sorted(set.intersection(*(set(seed) for seed in per_seed)))
@@ -97,7 +99,7 @@ def load_curves(runs_dir: str | Path, label: str | None = None) -> list[Curve]:
             rows = read_eval_csv(csv_path)
             if rows:
                 per_seed.append({int(r["step"]): r["mean_return"] for r in rows})
-        curve = _aligned(strategy_dir.name, per_seed, label)
+        curve = aligned_curve(strategy_dir.name, per_seed, label)
         if curve is not None:
             curves.append(curve)
     return curves
@@ -114,7 +116,7 @@ def load_reference(name: str) -> dict[str, Curve]:
             by_seed[row["strategy"]][int(row["seed"])][int(row["step"])] = float(row["mean_return"])
     curves = {}
     for strategy, seeds in sorted(by_seed.items()):
-        curve = _aligned(strategy, [seeds[s] for s in sorted(seeds)], citation)
+        curve = aligned_curve(strategy, [seeds[s] for s in sorted(seeds)], citation)
         if curve is not None:
             curves[strategy] = curve
     return curves

@@ -14,9 +14,9 @@ One environment step follows Algorithms 1-2 of Khan et al. 2018 (Appendix K):
 Noise-free strategies (``sgd-plain``, ``adam-plain``) act with μ and no noise at all. The
 baselines differ only where the comparison needs them to: ``gaussian-action`` and
 ``ou-action`` act with μ plus action noise (scaled to the bounds, clipped), and
-``param-noise`` acts with its perturbed weights, is trained at μ (the strategy's
-``training_params()``) and has its σ adapted every few steps to the action-space distance
-between the perturbed and the mean policy on the latest minibatch's states.
+``param-noise`` acts with a perturbed copy taken at each episode start, is trained at μ
+(the strategy's ``training_params()``) and adapts its σ every few steps
+(``adapt_noise``, on a replay minibatch).
 Time-limit truncation is bootstrapped through: only ``terminated`` ends the return.
 """
 
@@ -126,7 +126,12 @@ class DDPG:
             torch.manual_seed(seed)
             action_space.seed(seed)
         self.actor = Actor(
-            obs_dim, action_space.low, action_space.high, cfg.hidden_sizes, init=cfg.init
+            obs_dim,
+            action_space.low,
+            action_space.high,
+            cfg.hidden_sizes,
+            init=cfg.init,
+            layer_norm=cfg.layer_norm,
         )
         self.critic = Critic(obs_dim, action_space.shape[0], cfg.hidden_sizes, init=cfg.init)
         self.actor.to(self.device)
@@ -136,9 +141,19 @@ class DDPG:
         self._online_params = [*self.critic.parameters(), *self.actor.parameters()]
         self._target_params = [*self.target_critic.parameters(), *self.target_actor.parameters()]
 
-        self.actor_optimizer = param_explore.make_optimizer(
-            strategy_optimizer(cfg.optimizer), self.actor, **cfg.optimizer_kwargs
-        )
+        try:
+            self.actor_optimizer = param_explore.make_optimizer(
+                strategy_optimizer(cfg.optimizer), self.actor, **cfg.optimizer_kwargs
+            )
+        except ValueError as err:  # e.g. noisy-kfac on a layer-normalised actor
+            raise ConfigError(str(err)) from None
+        # The actor's functional forward takes θ in parameters() order: the strategy's
+        # order must be the same (the actor registers its norms last for that).
+        order = [p for group in self.actor_optimizer.param_groups for p in group["params"]]
+        if any(a is not b for a, b in zip(order, self.actor.parameters(), strict=True)):
+            raise RuntimeError("the strategy orders the actor's parameters differently")
+        #: When new weight noise is drawn: the config's choice, else the strategy's own.
+        self.resample = cfg.resample or self.actor_optimizer.default_resample
         # torch's fused Adam kernel: one pass over all critic tensors per step.
         self.critic_optimizer = torch.optim.Adam(
             self.critic.parameters(), lr=cfg.critic_lr, fused=True
@@ -158,7 +173,6 @@ class DDPG:
         )
         self._action_low, self._action_high = action_space.low, action_space.high
         self._action_scale = (action_space.high - action_space.low) / 2
-        self._last_batch_obs: Tensor | None = None  # states for param-noise adaptation
 
         self.num_timesteps = 0
         self.num_updates = 0
@@ -201,7 +215,7 @@ class DDPG:
         self._obs, _ = self.env.reset(seed=seed)
         self._episode_return = 0.0
         self._episode_length = 0
-        if self.config.resample == "episode":
+        if self.resample == "episode":
             self.actor_optimizer.resample_noise(self.generator)
         if self.action_noise is not None:
             self.action_noise.reset()
@@ -231,7 +245,7 @@ class DDPG:
         cfg = self.config
         if self._obs is None:
             self._reset_episode()
-        if cfg.resample == "step":
+        if self.resample == "step":
             self.actor_optimizer.resample_noise(self.generator)
         action = self._exploration_action(self._obs)
         next_obs, reward, terminated, truncated, _ = self.env.step(action)
@@ -244,8 +258,9 @@ class DDPG:
         if len(self.buffer) > cfg.learning_starts:
             for _ in range(cfg.gradient_steps):
                 self.train_step()
-        if isinstance(self.actor_optimizer, param_explore.AdaptiveParamNoise):
-            self._adapt_parameter_noise()
+        interval = self.actor_optimizer.noise_adaptation_interval
+        if interval and self.num_timesteps % interval == 0 and len(self.buffer) >= cfg.batch_size:
+            self._adapt_noise()
 
         if terminated or truncated:
             self.num_episodes += 1
@@ -267,7 +282,6 @@ class DDPG:
                 warnings.warn(f"compile failed, training eagerly: {err}", stacklevel=2)
                 self._compiled_update = None
                 self._eager_update(batch)
-        self._last_batch_obs = batch.obs
         self.num_updates += 1
 
     def _make_compiled_update(self) -> CompiledUpdate | None:
@@ -312,17 +326,14 @@ class DDPG:
             )
 
     @torch.no_grad()
-    def _adapt_parameter_noise(self) -> None:
-        """Plappert et al.'s σ adaptation, every ``adaptation_interval`` steps."""
-        optimizer = self.actor_optimizer
-        if self._last_batch_obs is None or self.num_timesteps % optimizer.adaptation_interval:
-            return
-        obs = self._last_batch_obs
-        scale = self.actor.action_scale
-        distance = param_explore.action_space_distance(
-            self.actor(obs) / scale, self.actor(obs, optimizer.sample()) / scale
+    def _adapt_noise(self) -> None:
+        """The strategy's noise adaptation (parameter noise) on a fresh replay minibatch,
+        with actions in units of half the action range."""
+        obs = self.buffer.sample(self.config.batch_size, self.generator).obs
+        center, scale = self.actor.action_offset, self.actor.action_scale
+        self.actor_optimizer.adapt_noise(
+            lambda weights: (self.actor(obs, weights) - center) / scale, self.generator
         )
-        optimizer.adapt(distance)
 
     def pop_losses(self) -> dict[str, float]:
         """Mean critic and actor loss since the last call (empty before the first update)."""

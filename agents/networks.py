@@ -25,6 +25,13 @@ class Actor(nn.Module):
     θ of an exploration strategy, given in ``parameters()`` order — without touching the
     module's own (the mean μ), so one θ per environment step serves both acting and the
     actor update.
+
+    ``layer_norm`` puts a LayerNorm (learned scale and shift) after each hidden layer,
+    before its ReLU, as Plappert et al.'s parameter-noise actor has
+    (``docs/decisions.md#layer-norm``). The norms are registered after every ``Linear``
+    layer, so ``parameters()`` lists all weights and biases of the layers first and the
+    norms' last — the order in which ``make_optimizer`` groups perturbed and unperturbed
+    parameters.
     """
 
     def __init__(
@@ -34,6 +41,7 @@ class Actor(nn.Module):
         action_high: np.ndarray,
         hidden_sizes: Sequence[int] = (400, 300),
         init: InitScheme = "khan2018",
+        layer_norm: bool = False,
     ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
@@ -44,21 +52,34 @@ class Actor(nn.Module):
         layers.append(nn.Linear(width, len(action_low)))
         self.net = nn.Sequential(*layers)
         initialise_actor_(linear_layers(self.net), init)
+        self.norms = (
+            nn.ModuleList(nn.LayerNorm(size) for size in hidden_sizes) if layer_norm else None
+        )
         low = torch.as_tensor(action_low, dtype=torch.float32)
         high = torch.as_tensor(action_high, dtype=torch.float32)
         self.register_buffer("action_scale", (high - low) / 2)
         self.register_buffer("action_offset", (high + low) / 2)
 
     def forward(self, obs: Tensor, weights: Sequence[Tensor] | None = None) -> Tensor:
-        if weights is None:
-            hidden = self.net(obs)
-        else:
-            hidden = obs
-            layers = [m for m in self.net if isinstance(m, nn.Linear)]
-            for i, _ in enumerate(layers):
-                hidden = F.linear(hidden, weights[2 * i], weights[2 * i + 1])
-                if i < len(layers) - 1:
-                    hidden = torch.relu(hidden)
+        # Without weights the modules are called (hooks see them: noisy K-FAC).
+        hidden, layer = obs, 0
+        norm_weights = 2 * (len(self.net) // 2 + 1)  # where the norms' weights start
+        for module in self.net:
+            if isinstance(module, nn.Linear):
+                if weights is None:
+                    hidden = module(hidden)
+                else:
+                    hidden = F.linear(hidden, weights[2 * layer], weights[2 * layer + 1])
+                continue
+            if self.norms is not None:  # hidden layer `layer`, before its activation
+                norm = self.norms[layer]
+                if weights is None:
+                    hidden = norm(hidden)
+                else:
+                    scale, shift = weights[norm_weights + 2 * layer : norm_weights + 2 * layer + 2]
+                    hidden = F.layer_norm(hidden, norm.normalized_shape, scale, shift, norm.eps)
+            hidden = torch.relu(hidden)
+            layer += 1
         return torch.tanh(hidden) * self.action_scale + self.action_offset
 
 

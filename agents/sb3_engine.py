@@ -62,6 +62,7 @@ class SB3Agent:
             net_arch=list(config.hidden_sizes),
             resample=config.resample,
             init=config.init,
+            layer_norm=config.layer_norm,
             # SB3's actor loss is a minibatch mean; the paper's sum is batch_size × it.
             actor_grad_scale=float(config.batch_size)
             if config.actor_grad_reduction == "sum"

@@ -68,6 +68,21 @@ class ParamExploreActor(Actor):
 
     optimizer: param_explore.WeightSampling | None = None
 
+    def __init__(self, *args: Any, layer_norm: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.layer_norm = layer_norm
+        if layer_norm:  # a LayerNorm after each hidden Linear, before its activation
+            linears = [m for m in self.mu if isinstance(m, nn.Linear)]
+            layers: list[nn.Module] = []
+            for module in self.mu:
+                layers.append(module)
+                if isinstance(module, nn.Linear) and module is not linears[-1]:
+                    layers.append(nn.LayerNorm(module.out_features))
+            self.mu = nn.Sequential(*layers)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        return {**super()._get_constructor_parameters(), "layer_norm": self.layer_norm}
+
     def _explores(self) -> bool:
         return self.optimizer is not None and self.optimizer.explores
 
@@ -82,20 +97,24 @@ class ParamExploreActor(Actor):
         """The actor at θ = μ + σ⊙ε (current ε), differentiable w.r.t. μ."""
         if not self._explores():
             return super().forward(obs)
-        thetas = self.optimizer.sample()
+        return self.forward_at(obs, self.optimizer.sample())
+
+    def forward_at(self, obs: Tensor, weights: list[Tensor]) -> Tensor:
+        """The actor at ``weights``, given in the strategy's parameter order."""
         if self._is_plain_mlp() and not self.optimizer.needs_module_calls:
             # SB3's default actor (flatten → Linear/activation stack): apply θ layer by
             # layer, without functional_call's per-call module re-parametrisation.
             hidden = self.extract_features(obs, self.features_extractor)
-            weights = iter(thetas)
+            weights_iter = iter(weights)
             for layer in self.mu:
                 if isinstance(layer, nn.Linear):
-                    hidden = F.linear(hidden, next(weights), next(weights))
+                    hidden = F.linear(hidden, next(weights_iter), next(weights_iter))
                 else:
                     hidden = layer(hidden)
             return hidden
-        names = [name for name, _ in self.named_parameters()]
-        return functional_call(self, dict(zip(names, thetas)), (obs,), {"use_sample": False})
+        names = {id(p): name for name, p in self.named_parameters()}
+        order = [names[id(p)] for g in self.optimizer.param_groups for p in g["params"]]
+        return functional_call(self, dict(zip(order, weights)), (obs,), {"use_sample": False})
 
     def _is_plain_mlp(self) -> bool:
         if not hasattr(self, "_plain_mlp"):
@@ -113,13 +132,16 @@ class ParamExplorePolicy(TD3Policy):
     :param optimizer: strategy name (``param_explore.available_optimizers()``).
     :param actor_optimizer_kwargs: overrides of the strategy's Table 3 defaults.
     :param resample: ``step`` (a new θ every rollout step, the paper) or ``episode``
-        (needs :class:`ParamExploreCallback` to redraw at episode ends).
+        (needs :class:`ParamExploreCallback` to redraw at episode ends); None: the
+        strategy's own choice (``episode`` for ``param-noise``, else ``step``).
     :param actor_grad_scale: factor on the actor gradient before each step; the paper's
         summed minibatch gradient is ``batch_size`` (SB3's loss is a mean).
     :param init: how the actor and the critics start: ``sb3`` (SB3's own, torch's default
         layers), or a scheme of :mod:`agents.initialisation` (``khan2018``: the authors'
         released code, as the native agent's default; ``lillicrap``). Targets start equal
         to the networks either way.
+    :param layer_norm: a LayerNorm after each hidden layer of the actor, never perturbed
+        (Plappert et al.'s parameter-noise actor).
     SB3's ``optimizer_class``/``optimizer_kwargs`` and ``learning_rate`` apply to the
     critic only.
     """
@@ -134,27 +156,29 @@ class ParamExplorePolicy(TD3Policy):
         lr_schedule: Schedule,
         optimizer: str = "vadam",
         actor_optimizer_kwargs: dict[str, Any] | None = None,
-        resample: Literal["step", "episode"] = "step",
+        resample: Literal["step", "episode"] | None = None,
         actor_grad_scale: float = 1.0,
         init: Literal["sb3", "khan2018", "lillicrap"] = "sb3",
+        layer_norm: bool = False,
         **kwargs: Any,
     ) -> None:
-        param_explore.optimizer_class(optimizer)  # unknown names fail here, clearly
-        if resample not in ("step", "episode"):
-            raise ValueError(f"resample must be 'step' or 'episode', got {resample!r}")
+        strategy_class = param_explore.optimizer_class(optimizer)  # unknown names fail here
+        if resample not in ("step", "episode", None):
+            raise ValueError(f"resample must be 'step', 'episode' or None, got {resample!r}")
         if init != "sb3" and init not in INIT_SCHEMES:
             schemes = ", ".join(("sb3", *INIT_SCHEMES))
             raise ValueError(f"init must be one of {schemes}, got {init!r}")
         self.init = init
         self.strategy = optimizer
         self.actor_optimizer_kwargs = dict(actor_optimizer_kwargs or {})
-        self.resample = resample
+        self.resample = resample or strategy_class.default_resample
         self.actor_grad_scale = require_positive("actor_grad_scale", actor_grad_scale)
+        self.layer_norm = layer_norm
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
     def make_actor(self, features_extractor=None) -> ParamExploreActor:
         actor_kwargs = self._update_features_extractor(self.actor_kwargs, features_extractor)
-        return ParamExploreActor(**actor_kwargs).to(self.device)
+        return ParamExploreActor(**actor_kwargs, layer_norm=self.layer_norm).to(self.device)
 
     def _build(self, lr_schedule: Schedule) -> None:
         super()._build(lr_schedule)
@@ -171,14 +195,13 @@ class ParamExplorePolicy(TD3Policy):
         strategy.register_step_pre_hook(self._before_actor_step)
         self.actor.optimizer = strategy
 
-    def _before_actor_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def _before_actor_step(
+        self, optimizer: param_explore.WeightSampling, args: Any, kwargs: Any
+    ) -> None:
         for group, lr in zip(optimizer.param_groups, self._strategy_lrs):
             group["lr"] = lr  # undo SB3's learning-rate schedule: that one is the critic's
-        if self.actor_grad_scale != 1.0:
-            grads = [
-                p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None
-            ]
-            torch._foreach_mul_(grads, self.actor_grad_scale)
+        if self.actor_grad_scale != 1.0:  # the gradient and what was recorded with it
+            optimizer.scale_gradients_(self.actor_grad_scale)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
@@ -188,6 +211,7 @@ class ParamExplorePolicy(TD3Policy):
             resample=self.resample,
             actor_grad_scale=self.actor_grad_scale,
             init=self.init,
+            layer_norm=self.layer_norm,
         )
         return data
 
@@ -228,26 +252,28 @@ class ParamExploreCallback(BaseCallback):
         if self.num_timesteps % self.log_every < self.training_env.num_envs:
             for name, value in policy.exploration_statistics().items():
                 self.logger.record(f"explore/{name}", value)
-        strategy = policy.actor.optimizer
+        interval = policy.actor.optimizer.noise_adaptation_interval
         if (
-            isinstance(strategy, param_explore.AdaptiveParamNoise)
-            and self.num_timesteps % strategy.adaptation_interval < self.training_env.num_envs
+            interval
+            and self.num_timesteps % interval < self.training_env.num_envs
             and self.model.replay_buffer.size() >= self.model.batch_size
         ):
-            self._adapt(policy, strategy)
+            self._adapt_noise(policy)
         return True
 
     @torch.no_grad()
-    def _adapt(
-        self, policy: ParamExplorePolicy, strategy: param_explore.AdaptiveParamNoise
-    ) -> None:
-        batch = self.model.replay_buffer.sample(self.model.batch_size)
-        obs = batch.observations
-        # SB3's actor outputs actions already normalised to [-1, 1].
-        distance = param_explore.action_space_distance(
-            policy.actor(obs, use_sample=False), policy.actor.sampled_forward(obs)
-        )
-        strategy.adapt(distance)
+    def _adapt_noise(self, policy: ParamExplorePolicy) -> None:
+        """The strategy's noise adaptation on a replay minibatch's states."""
+        obs = self.model.replay_buffer.sample(self.model.batch_size).observations
+        actor = policy.actor
+
+        def actions_at(weights: list[Tensor] | None) -> Tensor:
+            # SB3's actor outputs actions already normalised to [-1, 1].
+            if weights is None:
+                return actor(obs, use_sample=False)
+            return actor.forward_at(obs, weights)
+
+        actor.optimizer.adapt_noise(actions_at)
 
 
 def register_policy_alias() -> None:

@@ -58,7 +58,7 @@ class _PrecisionExplore(PrecisionSampling, torch.optim.Optimizer):
         the released code's updates; 0 means the updates are the unclipped ones.
         """
         at_floor, total = 0, 0
-        for group in self.param_groups:
+        for group in self._perturbed_groups():
             for p in group["params"]:
                 precision = self._init_state(group, p)["precision"]
                 at_floor += int((precision <= group["min_precision"]).sum())

@@ -44,6 +44,11 @@ class LinearLayerRecorder:
 
         return hook
 
+    def scale_output_grads_(self, factor: float) -> None:
+        """Scale the recorded output gradients, as if the loss had been ``factor`` × it."""
+        for index, grads in self.output_grads.items():
+            self.output_grads[index] = grads * factor  # new tensors: autograd's stay as they are
+
     def pop(self, index: int) -> tuple[Tensor, Tensor] | None:
         """The recorded (a, Ds) of layer ``index`` and forget them; None if incomplete."""
         inputs = self.inputs.pop(index, None)

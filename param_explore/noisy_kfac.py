@@ -37,7 +37,7 @@ def linear_layers(model: nn.Module) -> list[nn.Linear]:
         if p.requires_grad and id(p) not in covered:
             raise ValueError(
                 f"noisy-kfac handles nn.Linear layers only; parameter {name!r} belongs to "
-                "another kind of layer"
+                "another kind of layer (a LayerNorm: use noisy-kfac without layer_norm)"
             )
     if not layers:
         raise ValueError("noisy-kfac found no nn.Linear layer in the network")
@@ -47,48 +47,60 @@ def linear_layers(model: nn.Module) -> list[nn.Linear]:
 class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
     """Natural-gradient steps on each layer's mean M̃ with Kronecker-factored noise.
 
-    Per layer, with a the layer's inputs (ā = [a; 1]) and Ds the gradients of the loss
-    w.r.t. its outputs, over the minibatch rows i (recorded by module hooks):
+    **Statistics (eq. 3, 12).** Per layer, with ā_i = [a_i; 1] the layer's inputs and
+    ∂L/∂s_i the gradients of the caller's loss L w.r.t. its outputs, recorded by module
+    hooks over the minibatch's M rows:
 
-        A_t = mean_i ā_i ā_iᵀ,   S_t = Σ_i Ds_i Ds_iᵀ                       (eq. 3, 12)
+        A_t = mean_i ā_i ā_iᵀ,   S_t = mean_i Ds_i Ds_iᵀ   with Ds_i = M · ∂L/∂s_i.
 
-    so that S_t ⊗ A_t is K-FAC's estimate of Σ_i vec(DW̃_i) vec(DW̃_i)ᵀ, the (empirical)
-    Fisher of the loss exactly as the caller writes it — for DDPG's summed policy
-    gradient every transition contributes its own term. Every ``stats_interval``
-    (T_stats) steps the factors take in (A_t, S_t); every ``inverse_interval`` (T_inv)
-    steps the damped inverses are refreshed from eigendecompositions (eq. 13):
+    Both are per-example means, as eq. 12 writes them. Ds_i is example i's gradient when
+    L is the minibatch mean (Zhang et al.'s convention: the VI form below is Alg. 2
+    verbatim); for the *summed* policy gradient of the RL presets it is M times that,
+    which puts the Fisher term S_t ⊗ A_t on the scale of noisy Adam's (∇L)² — the two are
+    equal when the minibatch's per-example gradients are parallel — so that a noisy-adam
+    against noisy-kfac comparison differs in the Fisher's structure, not its scale
+    (``docs/decisions.md#noisy-kfac``). A caller whose loss is scaled by a factor κ
+    before the step (SB3's mean → the paper's sum) calls :meth:`scale_gradients_`,
+    which scales the recorded ∂L/∂s with ``p.grad``: the statistics are the same as
+    with the summed loss itself.
 
-        π = √((tr A / dim A) / (tr S / dim S)),   A^γ = A + π√γ I,   S^γ = S + √γ/π I
+    Every ``stats_interval`` (T_stats) steps the factors take in (A_t, S_t); every
+    ``inverse_interval`` (T_inv) steps both are eigendecomposed, A = Q_A diag(a) Q_Aᵀ and
+    S = Q_S diag(s) Q_Sᵀ, and kept as Q_A, Q_S and two grids over (k, l) (eq. 13):
 
-    (π splits the damping between the factors as Martens & Grosse 2015 do.) With g̃ =
-    [∇W | ∇b] at the sample (``p.grad``), a step without momentum (Alg. 2) is
+        step   M̃ ← M̃ − α Q_S [(Q_Sᵀ (g̃ + γ_in W̃_θ) Q_A) ⊘ Δ] Q_Aᵀ       (Alg. 2, descent)
+        sample W̃_θ = M̃ + √c · Q_S [(Q_Sᵀ E Q_A) ⊘ √Δ_in] Q_Aᵀ
 
-        M̃ ← M̃ − α [S^γ]⁻¹ (g̃ + γ_in W̃_θ) [A^γ]⁻¹        (Alg. 2, torch's layout)
-
-    and the sample is W̃_θ = M̃ + √c · L_S E L_Aᵀ with E standard normal (the ε of the
-    layer's weight and bias, kept as for every strategy) and L = [·^{γ_in}]^{−1/2}, the
-    symmetric square root, so
-
-        Cov(vec_row W̃_θ) = c · [S^{γ_in}]⁻¹ ⊗ [A^{γ_in}]⁻¹.
+    with g̃ = [∇W | ∇b] at the sample (``p.grad``) and E standard normal (the ε of the
+    layer's weight and bias, kept as for every strategy), so that Cov(vec_row W̃_θ) =
+    c · (Q_S ⊗ Q_A) diag(1/Δ_in) (Q_S ⊗ Q_A)ᵀ. What Δ is depends on the form:
 
     **VI** (``kl_weight`` λ > 0): Alg. 2 verbatim — factors are moving averages with
-    weight β (eq. 12, from zero), γ_in = λ/(Nη), γ = γ_in + ``damping``, c = λ/N.
+    weight β (eq. 12, from zero), γ_in = λ/(Nη), γ = γ_in + ``damping``, c = λ/N, and
+    the damping is split between the factors as eq. 13 does (Martens & Grosse 2015):
+
+        π = √((tr A / dim A) / (tr S / dim S)),
+        Δ = (s_k + √γ/π)(a_l + π√γ),   Δ_in = (s_k + √γ_in/π)(a_l + π√γ_in).
 
     **VO** (``kl_weight`` = 0, the RL defaults): Sec. 4 sets the KL weight to 0 and keeps
     a running *sum* of the per-step Fisher terms instead of a moving average; then c = 1
-    and the precision is p₀ I + Σ_t β F_t. A sum of Kronecker products is not one, but
-    K-FAC's own independence assumption extends over time: Σ_t β S_t ⊗ A_t ≈ (Σ_t β S_t)
-    ⊗ Ā with Ā the running mean of the A_t — the count is carried by S, much as eq. 13
-    assigns λ/N to one factor arbitrarily. Each stats update stands for the T_stats steps
-    since the last one, so S grows by β·T_stats·S_t and the precision's growth does not
-    depend on T_stats. The prior term p₀ I takes the place of the intrinsic damping
-    (γ_in := p₀, via the same π split): p₀ = ``initial_precision`` = 1e4 is VadaGrad's s₁
-    (Table 3), so before any statistics every weight has σ = 0.01 as in every other
-    strategy of the paper, and β = 0.01 weighs each Fisher term like VadaGrad's
-    1 − γ₂. The mean step is α Λ⁻¹ g̃ with Λ = p₀ I at first, so α = 1 makes the first
-    step 1e-4·g — VadaGrad's first step, α/√s₁ · g = 1e-2/1e2 · g — hence the default α.
+    and the precision is exactly
 
-    Costs per step (out × in' layer): the sample and the preconditioned step are two
+        Λ = p₀ I + S ⊗ Ā,   Δ_in = s_k a_l + p₀,   Δ = s_k a_l + p₀ + ``damping``,
+
+    with Ā the running mean of the A_t and S = Σ_t β T_stats S_t: a sum of Kronecker
+    products is not one, but K-FAC's own independence assumption extends over time
+    (Σ_t β S_t ⊗ A_t ≈ (Σ_t β S_t) ⊗ Ā), and each stats update stands for the T_stats
+    steps since the last. The prior term p₀ I is added to the Kronecker product exactly,
+    in its eigenbasis, not through the π split (which would add cross terms
+    √p₀(π a_l + s_k/π) and let the precision outgrow p₀ + Σ β F_t while the Fisher term is
+    small). p₀ = ``initial_precision`` = 1e4 is VadaGrad's s₁ (Table 3), so before any
+    statistics every weight has σ = 0.01 as in every other strategy of the paper, and
+    β = 0.01 weighs each Fisher term like VadaGrad's 1 − γ₂. The mean step is α Λ⁻¹ g̃,
+    Λ = p₀ I at first, so α = 1 makes the first step 1e-4·g — VadaGrad's first step,
+    α/√s₁ · g = 1e-2/1e2 · g — hence the default α.
+
+    Costs per step (out × in' layer): the sample and the preconditioned step are four
     matrix products each, O(out² in' + out in'²); a stats update O(rows (in'² + out²));
     an inverse refresh two eigendecompositions, O(in'³ + out³), every T_inv steps.
 
@@ -175,25 +187,37 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
 
     @torch.no_grad()
     def _refresh_inverses(self, state: dict) -> None:
-        """[A^γ]⁻¹, [S^γ]⁻¹ for the step and L_A, L_S for sampling (eq. 13)."""
+        """Eigenbases of A and S and the step's and the sample's scales (eq. 13)."""
         a_vals, a_vecs = torch.linalg.eigh(state["A"].double())
         s_vals, s_vecs = torch.linalg.eigh(state["S"].double())
         a_vals, s_vals = a_vals.clamp_min(0.0), s_vals.clamp_min(0.0)
-        a_mean, s_mean = a_vals.mean().item(), s_vals.mean().item()  # tr/dim
-        pi = math.sqrt(a_mean / s_mean) if a_mean > 0 and s_mean > 0 else 1.0
         gamma_in = self._sampling_damping()
         gamma = gamma_in + self._group["damping"]
+        if self._group["kl_weight"] > 0:  # VI: the damping split between the factors
+            a_mean, s_mean = a_vals.mean().item(), s_vals.mean().item()  # tr/dim
+            pi = math.sqrt(a_mean / s_mean) if a_mean > 0 and s_mean > 0 else 1.0
+
+            def grid(damping: float) -> Tensor:
+                return torch.outer(
+                    s_vals + math.sqrt(damping) / pi, a_vals + pi * math.sqrt(damping)
+                )
+        else:  # VO: p₀ I + S ⊗ Ā, exactly
+
+            def grid(damping: float) -> Tensor:
+                return torch.outer(s_vals, a_vals) + damping
+
         dtype = state["A"].dtype
-
-        def power(vecs: Tensor, vals: Tensor, exponent: float) -> Tensor:
-            """Q diag(valsᵉ) Qᵀ: the inverse (e = −1) or its symmetric square root."""
-            return ((vecs * vals.pow(exponent)) @ vecs.T).to(dtype)
-
-        state["A_inverse"] = power(a_vecs, a_vals + pi * math.sqrt(gamma), -1.0)
-        state["S_inverse"] = power(s_vecs, s_vals + math.sqrt(gamma) / pi, -1.0)
-        state["A_sample"] = power(a_vecs, a_vals + pi * math.sqrt(gamma_in), -0.5)
-        state["S_sample"] = power(s_vecs, s_vals + math.sqrt(gamma_in) / pi, -0.5)
+        state["A_basis"] = a_vecs.to(dtype)
+        state["S_basis"] = s_vecs.to(dtype)
+        state["step_scale"] = grid(gamma).reciprocal().to(dtype)
+        state["sample_scale"] = grid(gamma_in).rsqrt().to(dtype)
         self._perturbation_cache = None
+
+    @staticmethod
+    def _in_eigenbasis(state: dict, matrix: Tensor, scale: Tensor) -> Tensor:
+        """Q_S [(Q_Sᵀ X Q_A) ⊙ scale] Q_Aᵀ: a function of S ⊗ A applied to vec_row X."""
+        rotated = state["S_basis"].T @ matrix @ state["A_basis"]
+        return state["S_basis"] @ rotated.mul_(scale) @ state["A_basis"].T
 
     @torch.no_grad()
     def _update_factors(self, layer: nn.Linear, state: dict, inputs: Tensor, grads: Tensor) -> None:
@@ -201,8 +225,9 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
         g = self._group
         if layer.bias is not None:
             inputs = torch.cat([inputs, inputs.new_ones(inputs.shape[0], 1)], dim=1)
-        a_t = inputs.T @ inputs / inputs.shape[0]
-        s_t = grads.T @ grads
+        rows = inputs.shape[0]
+        a_t = inputs.T @ inputs / rows
+        s_t = grads.T @ grads * rows  # mean of (M ∂L/∂s)(M ∂L/∂s)ᵀ
         state["stats_updates"] += 1
         if g["kl_weight"] > 0:
             state["A"].lerp_(a_t, g["beta"])
@@ -221,6 +246,12 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
         if layer.bias is None:
             return [joined]
         return [joined[:, :-1], joined[:, -1]]
+
+    @torch.no_grad()
+    def scale_gradients_(self, factor: float) -> None:
+        """``p.grad`` and the output gradients recorded in the same pass, times ``factor``."""
+        super().scale_gradients_(factor)
+        self._recorder.scale_output_grads_(factor)
 
     @torch.no_grad()
     def resample_noise(self, generator: torch.Generator | None = None) -> None:
@@ -247,7 +278,7 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
             noise = self._joined(
                 layer, next(noises), next(noises) if layer.bias is not None else None
             )
-            joined = state["S_sample"] @ noise @ state["A_sample"].T
+            joined = self._in_eigenbasis(state, noise, state["sample_scale"])
             out.extend(self._split(layer, joined.mul_(scale)))
         return out
 
@@ -257,14 +288,14 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
         return torch._foreach_add(params, perturbations)
 
     def _group_sampling_std(self, group: dict) -> list[Tensor]:
-        """Marginal σ of each weight: √(c · [S^{γ_in}]⁻¹_oo · [A^{γ_in}]⁻¹_ii)."""
+        """Marginal σ of each weight: √(c · Σ_kl Q_S[o,k]² Q_A[i,l]² / Δ_in[k,l])."""
         scale = self._sampling_scale()
         out = []
         for layer in self._layers:
             state = self._layer_state(layer)
-            s_var = state["S_sample"].pow(2).sum(1)
-            a_var = state["A_sample"].pow(2).sum(1)
-            out.extend(self._split(layer, torch.outer(s_var, a_var).mul_(scale).sqrt_()))
+            variance = state["S_basis"].pow(2) @ state["sample_scale"].pow(2)
+            variance = variance @ state["A_basis"].pow(2).T
+            out.extend(self._split(layer, variance.mul_(scale).sqrt_()))
         return out
 
     # ------------------------------------------------------------------ update
@@ -299,7 +330,7 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
             direction = self._joined(layer, layer.weight.grad, bias_grad)
             if theta is not None:
                 direction = direction + gamma_in * theta
-            update = state["S_inverse"] @ direction @ state["A_inverse"]
+            update = self._in_eigenbasis(state, direction, state["step_scale"])
             for p, u in zip(layer.parameters(), self._split(layer, update)):
                 p.sub_(u, alpha=g["lr"])
         self._update_recording()

@@ -6,7 +6,9 @@ its six strategies, the RL (variational-optimisation) reading of Zhang et al. 20
 noisy Adam and noisy K-FAC, and Plappert et al. 2018 for adaptive parameter noise.
 
 Pass the network itself (an ``nn.Module``): noisy K-FAC needs its layers, the others
-take its parameters. An iterable of tensors or param groups works for all but noisy K-FAC.
+take its parameters — its ``LayerNorm`` parameters in a group that is trained but never
+perturbed (``perturb=False``, :mod:`param_explore.sampling`). An iterable of tensors or
+param groups works for all but noisy K-FAC.
 """
 
 from __future__ import annotations
@@ -73,5 +75,22 @@ def make_optimizer(
             f"valid: {', '.join(hyperparameters(name))}"
         )
     if isinstance(params, nn.Module) and not cls.needs_module_calls:
-        params = params.parameters()
+        params = parameter_groups(params)
     return cls(params, **overrides)
+
+
+def parameter_groups(module: nn.Module) -> list[dict]:
+    """The module's parameters; those of its ``LayerNorm`` layers in a group never perturbed.
+
+    Plappert et al. (2018) perturb a layer-normalised actor but leave the normalisation's
+    own scale and shift as they are (``docs/decisions.md#layer-norm``).
+    """
+    normalisation = {
+        id(p) for m in module.modules() if isinstance(m, nn.LayerNorm) for p in m.parameters()
+    }
+    perturbed = [p for p in module.parameters() if id(p) not in normalisation]
+    fixed = [p for p in module.parameters() if id(p) in normalisation]
+    groups = [{"params": perturbed}]
+    if fixed:
+        groups.append({"params": fixed, "perturb": False})
+    return groups

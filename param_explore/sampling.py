@@ -20,6 +20,12 @@ authors' released code, ``NOTES.md`` item 1):
 
 Strategies that do not sample (``sgd-plain``, ``adam-plain``) implement the same
 interface with σ = 0 and no noise at all, so callers never branch on the strategy.
+
+Parameters of a group with ``perturb=False`` are trained by the strategy but never
+perturbed: their ε stays zero, so θ = μ for them on every path (eager and traced), their σ
+reads 0 and they are left out of :meth:`exploration_statistics`. ``make_optimizer`` puts a
+network's LayerNorm parameters in such a group, as Plappert et al. (2018) perturb a
+layer-normalised actor but not its normalisation (``docs/decisions.md#layer-norm``).
 Adaptive parameter noise (``param-noise``) acts with θ but is trained at μ; callers take
 the gradient inside :meth:`training_params`, which puts the right weights in place for
 every strategy.
@@ -57,6 +63,11 @@ class WeightSampling:
     #: :meth:`sampled_params` or ``torch.func.functional_call`` — not by a hand-written
     #: functional forward that bypasses them.
     needs_module_calls: bool = False
+    #: When a caller that does not say otherwise draws new noise: every environment
+    #: ``step`` (Khan et al., Alg. 1-2 line 3) or every ``episode`` (parameter noise).
+    default_resample: str = "step"
+    #: Environment steps between two calls of :meth:`adapt_noise`; None: never called.
+    noise_adaptation_interval: int | None = None
 
     # Provided by torch.optim.Optimizer.
     param_groups: list[dict]
@@ -78,15 +89,24 @@ class WeightSampling:
     def _params(self) -> list[Tensor]:
         return [p for group in self.param_groups for p in group["params"]]
 
+    def _perturbed_groups(self) -> list[dict]:
+        return [group for group in self.param_groups if group.get("perturb", True)]
+
+    def _is_perturbed(self, p: Tensor) -> bool:
+        return any(p is q for group in self._perturbed_groups() for q in group["params"])
+
     def _group_noise(self, group: dict, generator: torch.Generator | None = None) -> list[Tensor]:
-        """ε of every parameter of ``group``, drawn on first use."""
+        """ε of every parameter of ``group``, drawn on first use (zero if not perturbed)."""
         noises = []
         for p in group["params"]:
             state = self.state[p]
             if "noise" not in state:
-                state["noise"] = torch.randn(
-                    p.shape, dtype=p.dtype, device=p.device, generator=generator
-                )
+                if self._is_perturbed(p):
+                    state["noise"] = torch.randn(
+                        p.shape, dtype=p.dtype, device=p.device, generator=generator
+                    )
+                else:
+                    state["noise"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             noises.append(state["noise"])
         return noises
 
@@ -115,7 +135,7 @@ class WeightSampling:
         """
         if not self.explores:
             return
-        for group in self.param_groups:
+        for group in self._perturbed_groups():
             for p in group["params"]:
                 state = self.state[p]
                 if "noise" in state:
@@ -128,7 +148,9 @@ class WeightSampling:
         The functional path: the parameters are not touched, so code that must keep
         them intact (an SB3 policy, a concurrent evaluation) can run the network with
         ``torch.func.functional_call`` on these tensors. Backpropagating a loss through
-        them fills ``p.grad`` with ∇θF(θ). Noise-free strategies return the parameters.
+        them fills ``p.grad`` with ∇θF(θ). Noise-free strategies return the parameters;
+        parameter noise returns its acting copy, fixed for the episode (it is trained at μ,
+        :attr:`gradient_at_sample` is false).
         """
         params = self._params()
         if not self.explores:
@@ -185,24 +207,63 @@ class WeightSampling:
 
     @torch.no_grad()
     def sampling_std(self) -> list[Tensor]:
-        """The current σ of every parameter, in ``param_groups`` order (new tensors)."""
-        if not self.explores:
-            return [torch.zeros_like(p) for p in self._params()]
-        return [std for group in self.param_groups for std in self._group_sampling_std(group)]
+        """The current σ of every parameter, in ``param_groups`` order (new tensors).
+
+        0 for noise-free strategies and for parameters that are never perturbed."""
+        stds = []
+        for group in self.param_groups:
+            if self.explores and group.get("perturb", True):
+                stds.extend(self._group_sampling_std(group))
+            else:
+                stds.extend(torch.zeros_like(p) for p in group["params"])
+        return stds
 
     @torch.no_grad()
     def exploration_statistics(self) -> dict[str, float]:
         """Scalars describing the exploration now, for logging as ``explore/<key>``.
 
-        Mean, min and max of the marginal σ over all weights (all 0 for noise-free
-        strategies); strategies add what else a user needs to watch. Reads the state only.
+        Mean, min and max of the marginal σ over the perturbed weights (all 0 for
+        noise-free strategies); strategies add what else a user needs to watch. Reads the
+        state only.
         """
-        stds = torch.cat([s.flatten() for s in self.sampling_std()])
+        groups = self._perturbed_groups()
+        if self.explores:
+            stds = [std for group in groups for std in self._group_sampling_std(group)]
+        else:
+            stds = [torch.zeros_like(p) for group in groups for p in group["params"]]
+        stds = torch.cat([s.flatten() for s in stds])
         return {
             "sigma_mean": stds.mean().item(),
             "sigma_min": stds.min().item(),
             "sigma_max": stds.max().item(),
         }
+
+    def adapt_noise(
+        self,
+        actions_at: Callable[[list[Tensor] | None], Tensor],
+        generator: torch.Generator | None = None,
+    ) -> float | None:
+        """Adapt the noise scale to the policy's behaviour; a no-op unless the strategy
+        adapts (parameter noise). Callers invoke it every :attr:`noise_adaptation_interval`
+        environment steps.
+
+        ``actions_at(weights)`` gives the actions, normalised to [−1, 1], of the network
+        at ``weights`` (in ``param_groups`` order; ``None``: at μ) on a minibatch of states
+        the caller chose. Returns the measured distance, if any.
+        """
+        return None
+
+    @torch.no_grad()
+    def scale_gradients_(self, factor: float) -> None:
+        """Multiply the gradient the coming :meth:`step` uses by ``factor``.
+
+        For a caller whose loss is ``factor`` times smaller than the one the strategy's
+        settings assume (SB3's minibatch mean against the paper's sum): ``p.grad``, and
+        any statistics a strategy recorded from the same backward pass (noisy K-FAC).
+        """
+        grads = [p.grad for p in self._params() if p.grad is not None]
+        if grads:
+            torch._foreach_mul_(grads, factor)
 
 
 class PrecisionSampling(WeightSampling):

@@ -28,7 +28,7 @@ floats). Tests hold the two equal over several steps for every strategy.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -83,14 +83,44 @@ def at_mean(params: list[Tensor], state: StateTensors, c: Coefficients) -> list[
     return params
 
 
-def single_group(optimizer: torch.optim.Optimizer) -> dict:
-    """The optimizer's only parameter group (a compiled graph serves one group)."""
-    if len(optimizer.param_groups) != 1:
+class _JoinedGroups(Mapping):
+    """Groups that share their settings, seen as one: every group's parameters, and the
+    first group's settings read live (a learning rate changed later takes effect)."""
+
+    def __init__(self, groups: list[dict]) -> None:
+        self._groups = groups
+
+    def __getitem__(self, key: str) -> object:
+        if key == "params":
+            return [p for group in self._groups for p in group["params"]]
+        return self._groups[0][key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._groups[0])
+
+    def __len__(self) -> int:
+        return len(self._groups[0])
+
+
+def single_group(optimizer: torch.optim.Optimizer) -> Mapping:
+    """The optimizer's parameter group (a compiled graph serves one set of settings).
+
+    Groups that differ only in whether their weights are perturbed (``perturb``) count as
+    one: an unperturbed parameter's ε is zero, so the same traced arithmetic gives θ = μ.
+    """
+    groups = optimizer.param_groups
+    if len(groups) == 1:
+        return groups[0]
+
+    def settings(group: dict) -> dict:
+        return {k: v for k, v in group.items() if k not in ("params", "perturb")}
+
+    if any(settings(group) != settings(groups[0]) for group in groups[1:]):
         raise UntraceableOptimizerError(
-            f"a compiled update needs an optimizer with one parameter group, "
-            f"{type(optimizer).__name__} has {len(optimizer.param_groups)}"
+            f"a compiled update needs one set of settings for all parameters; "
+            f"{type(optimizer).__name__} has {len(groups)} parameter groups that differ"
         )
-    return optimizer.param_groups[0]
+    return _JoinedGroups(groups)
 
 
 def adam_traceable_step(optimizer: torch.optim.Adam) -> TraceableStep:

@@ -105,16 +105,22 @@ def test_actor_gradient_is_taken_at_the_weights_that_acted(optimizer):
 
 
 def test_parameter_noise_acts_perturbed_and_trains_the_mean():
-    """Plappert et al.: the perturbed copy acts, the unperturbed actor gets the gradient."""
-    agent = small_agent("param-noise", learning_starts=20, resample="episode")  # its preset
+    """Plappert et al.: a perturbed copy taken at the episode start acts for the whole
+    episode, while the unperturbed actor gets the gradient."""
+    agent = small_agent("param-noise", learning_starts=20)
+    start = agent.actor.net[0].weight.detach().clone()  # μ at the episode's start
     recorder = Recorder(agent)
     agent.learn(30)
     pairs = recorder.act_then_train()
     assert len(pairs) == 10
     sigma = agent.actor_optimizer.param_groups[0]["noise_std"]  # not adapted before step 50
     noise = agent.actor_optimizer.state[agent.actor.net[0].weight]["noise"]  # one per episode
-    for acted, trained in pairs:  # the same μ_t, perturbed to act and as it is to train
-        torch.testing.assert_close(acted - trained, sigma * noise)
+    acted = [a for a, _ in pairs]
+    trained = [t for _, t in pairs]
+    assert all(torch.equal(a, acted[0]) for a in acted)  # one copy for the episode
+    torch.testing.assert_close(acted[0] - start, sigma * noise)
+    assert not torch.equal(trained[0], trained[-1])  # while μ is trained, at μ
+    torch.testing.assert_close(trained[-1], agent.actor.net[0].weight.detach(), atol=1e-3, rtol=0)
 
 
 def test_per_episode_resampling_keeps_the_noise_within_an_episode():

@@ -76,6 +76,18 @@ def test_compiled_update_equals_eager(strategy):
     assert not torch.allclose(fresh.actor.net[0].weight, compiled.actor.net[0].weight)
 
 
+@pytest.mark.parametrize("strategy", ["vadam", "param-noise"])
+def test_layer_normalised_actor_compiles_with_its_norms_unperturbed(strategy):
+    """Two parameter groups (the norms never perturbed) still make one traced step."""
+    eager, compiled = pair(strategy, layer_norm=True)
+    eager.learn(STEPS)
+    compiled.learn(STEPS)
+    assert compiled.compiled
+    assert_agents_close(eager, compiled)
+    norm = compiled.actor.norms[0].weight
+    assert not torch.equal(norm, torch.ones_like(norm))  # the norms were trained
+
+
 def test_mean_actor_gradient_and_explicit_settings_are_compiled_too():
     """``actor_grad_reduction``, γ, τ and optimizer overrides reach the graph."""
     settings = dict(actor_grad_reduction="mean", gamma=0.9, tau=0.05, optimizer_kwargs={"lr": 3e-3})

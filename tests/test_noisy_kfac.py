@@ -1,9 +1,11 @@
 """Noisy K-FAC (Zhang et al. 2018, Alg. 2 and eq. 12-13) against an independent NumPy model.
 
 The reference runs a two-layer tanh network forward and backward by hand in float64,
-builds the Kronecker factors from its own activations and output gradients, and takes
-inverses with ``np.linalg.inv``. Only ε is shared with the code under test, redrawn
-from an identically seeded ``torch.Generator`` in parameter order.
+builds the Kronecker factors from its own activations and output gradients (eq. 12:
+per-example means of ā āᵀ and of Ds Dsᵀ with Ds = M ∂L/∂s), and forms the precision as a
+full matrix: np.kron of the damped factors (VI, eq. 13) or p₀ I + np.kron(S, A) (VO), with
+np.linalg.inv and a full-matrix inverse square root. Only ε is shared with the code under
+test, redrawn from an identically seeded ``torch.Generator`` in parameter order.
 """
 
 from __future__ import annotations
@@ -77,16 +79,24 @@ def reference(steps, lr=1.0, beta=0.01, lam=0.0, n=1.0, eta=1.0, gamma_ex=0.0, p
     c = lam / n if vi else 1.0
 
     def refresh(layer):
-        a_mean, s_mean = np.trace(A[layer]) / len(A[layer]), np.trace(S[layer]) / len(S[layer])
-        pi = np.sqrt(a_mean / s_mean) if a_mean > 0 and s_mean > 0 else 1.0
-        g = g_in + gamma_ex
-        eye_a, eye_s = np.eye(len(A[layer])), np.eye(len(S[layer]))
-        return dict(
-            a_inv=np.linalg.inv(A[layer] + pi * np.sqrt(g) * eye_a),
-            s_inv=np.linalg.inv(S[layer] + np.sqrt(g) / pi * eye_s),
-            a_root=inverse_sqrt(A[layer] + pi * np.sqrt(g_in) * eye_a),
-            s_root=inverse_sqrt(S[layer] + np.sqrt(g_in) / pi * eye_s),
-        )
+        """Full precision matrices over vec_row([W | b]): for the step and for sampling."""
+        a, s_ = A[layer], S[layer]
+        eye = np.eye(len(a) * len(s_))
+        if vi:  # eq. 13: damping split between the factors
+            a_mean, s_mean = np.trace(a) / len(a), np.trace(s_) / len(s_)
+            pi = np.sqrt(a_mean / s_mean) if a_mean > 0 and s_mean > 0 else 1.0
+
+            def precision(g):
+                return np.kron(
+                    s_ + np.sqrt(g) / pi * np.eye(len(s_)), a + pi * np.sqrt(g) * np.eye(len(a))
+                )
+        else:  # VO: p₀ I + S ⊗ A, exactly
+
+            def precision(g):
+                return np.kron(s_, a) + g * eye
+
+        return dict(step=np.linalg.inv(precision(g_in + gamma_ex)),
+                    root=inverse_sqrt(precision(g_in)), shape=(len(s_), len(a)))  # fmt: skip
 
     inv = [refresh(0), refresh(1)]
     gen = torch.Generator().manual_seed(SEED)
@@ -96,11 +106,11 @@ def reference(steps, lr=1.0, beta=0.01, lam=0.0, n=1.0, eta=1.0, gamma_ex=0.0, p
                for s in [(HIDDEN, IN), (HIDDEN,), (OUT, HIDDEN), (OUT,)]]  # fmt: skip
         noise = [np.concatenate([eps[0], eps[1][:, None]], 1),
                  np.concatenate([eps[2], eps[3][:, None]], 1)]  # fmt: skip
-        marginal = [np.outer(np.diag(i["s_root"] @ i["s_root"]), np.diag(i["a_root"] @ i["a_root"]))
-                    for i in inv]  # fmt: skip
+        marginal = [np.diag(i["root"] @ i["root"]).reshape(i["shape"]) for i in inv]
         stds.append([np.sqrt(c * v) for v in marginal])
         theta = [
-            m + np.sqrt(c) * i["s_root"] @ e @ i["a_root"].T for m, i, e in zip(mu, inv, noise)
+            m + np.sqrt(c) * (i["root"] @ e.ravel()).reshape(i["shape"])
+            for m, i, e in zip(mu, inv, noise)
         ]
         # forward / backward by hand
         a0 = np.concatenate([x, np.ones((ROWS, 1))], 1)
@@ -112,7 +122,7 @@ def reference(steps, lr=1.0, beta=0.01, lam=0.0, n=1.0, eta=1.0, gamma_ex=0.0, p
         if k % t_stats == 0:
             updates += 1
             for i, (a, ds) in enumerate([(a0, ds0), (a1, ds1)]):
-                a_t, s_t = a.T @ a / ROWS, ds.T @ ds
+                a_t, s_t = a.T @ a / ROWS, (ROWS * ds).T @ (ROWS * ds) / ROWS
                 if vi:
                     A[i] = (1 - beta) * A[i] + beta * a_t
                     S[i] = (1 - beta) * S[i] + beta * s_t
@@ -123,7 +133,7 @@ def reference(steps, lr=1.0, beta=0.01, lam=0.0, n=1.0, eta=1.0, gamma_ex=0.0, p
             inv = [refresh(0), refresh(1)]
         for i in range(2):
             v = grads[i] + (lam / (n * eta)) * theta[i] if vi else grads[i]
-            mu[i] = mu[i] - lr * inv[i]["s_inv"] @ v @ inv[i]["a_inv"]
+            mu[i] = mu[i] - lr * (inv[i]["step"] @ v.ravel()).reshape(inv[i]["shape"])
         means.append([m.copy() for m in mu])
     return means, stds
 
@@ -166,7 +176,7 @@ def test_update_rule_matches_reference(case):
 
 
 def test_sampled_noise_has_the_kronecker_covariance():
-    """Cov(vec_row(W̃_θ − M̃)) over 40 000 draws matches c · [S^γ]⁻¹ ⊗ [A^γ]⁻¹ (eq. 13)."""
+    """Cov(vec_row(W̃_θ − M̃)) over 40 000 draws matches (p₀ I + S ⊗ A)⁻¹ (VO, exact)."""
     torch.manual_seed(0)
     layer = torch.nn.Linear(2, 3).double()  # W̃ is 3 × 3: weight and bias column
     p0 = 0.5
@@ -180,12 +190,9 @@ def test_sampled_noise_has_the_kronecker_covariance():
     a = torch.cat([x, torch.ones(16, 1, dtype=torch.float64)], 1).numpy()
     ds = (2 * out.detach() * torch.tensor([1.0, -2.0, 0.5]) ** 2).numpy()
     opt.step()
-    A, S = a.T @ a / 16, ds.T @ ds  # VO: Ā = A_1, S = β·T_stats·S_1 with β = T_stats = 1
-    pi = np.sqrt((np.trace(A) / 3) / (np.trace(S) / 3))
-    expected = np.kron(
-        np.linalg.inv(S + np.sqrt(p0) / pi * np.eye(3)),
-        np.linalg.inv(A + pi * np.sqrt(p0) * np.eye(3)),
-    )
+    # VO: Ā = A_1, S = β·T_stats·S_1 with β = T_stats = 1; S_1 = mean of (M ds)(M ds)ᵀ.
+    A, S = a.T @ a / 16, 16 * ds.T @ ds
+    expected = np.linalg.inv(np.kron(S, A) + p0 * np.eye(9))
     mean = torch.cat([layer.weight, layer.bias[:, None]], 1).detach().clone()
     draws = []
     for _ in range(40_000):
@@ -201,6 +208,29 @@ def test_sampled_noise_has_the_kronecker_covariance():
     sigma = opt.sampling_std()
     reported = torch.cat([sigma[0], sigma[1][:, None]], 1).flatten().numpy()
     np.testing.assert_allclose(reported, np.sqrt(np.diag(expected)), rtol=1e-10)
+
+
+def test_a_mean_loss_scaled_back_gives_the_summed_losses_statistics_and_step():
+    """scale_gradients_(M) after a mean loss (what the SB3 policy does) is the summed loss:
+    same factors, same step — the recorded output gradients are scaled with p.grad."""
+    x, t = (torch.tensor(v) for v in data())
+    results = []
+    for reduce, factor in ((torch.sum, None), (torch.mean, float(ROWS))):
+        net = make_net()
+        opt = pe.make_optimizer("noisy-kfac", net, stats_interval=1, inverse_interval=1)
+        opt.resample_noise(torch.Generator().manual_seed(SEED))
+        with opt.training_params():
+            reduce(0.5 * (net(x) - t).pow(2).sum(1)).backward()
+        if factor is not None:
+            opt.scale_gradients_(factor)
+        opt.step()
+        results.append((opt.state[net[2].weight], [p.detach().clone() for p in net.parameters()]))
+    (state_sum, params_sum), (state_mean, params_mean) = results
+    for key in ("A", "S"):
+        torch.testing.assert_close(state_mean[key], state_sum[key])
+    assert state_sum["S"].abs().max() > 0
+    for a, b in zip(params_sum, params_mean):
+        torch.testing.assert_close(a, b)
 
 
 def test_statistics_come_only_from_passes_with_gradients():

@@ -32,4 +32,5 @@ def test_every_strategy_has_a_preset_restating_its_defaults(name):
 
 def test_parameter_noise_preset_resamples_per_episode():
     assert resolve_config(optimizer="param-noise").resample == "episode"
-    assert resolve_config(optimizer="noisy-kfac").resample == "step"
+    assert resolve_config(optimizer="noisy-kfac").resample is None  # the strategy's own:
+    assert pe.optimizer_class("noisy-kfac").default_resample == "step"

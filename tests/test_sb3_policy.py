@@ -103,7 +103,9 @@ def test_rollouts_do_not_change_mean_or_sigma():
 def test_deterministic_prediction_uses_the_mean():
     model = make_model()
     model.learn(100)
-    plain = Actor(**model.policy.actor._get_constructor_parameters())
+    params = model.policy.actor._get_constructor_parameters()
+    assert params.pop("layer_norm") is False  # ParamExploreActor's own; SB3's has none
+    plain = Actor(**params)
     plain.load_state_dict(model.policy.actor.state_dict())
     obs = torch.as_tensor(observations())
     expected = model.policy.unscale_action(plain(obs).detach().numpy())
@@ -156,6 +158,7 @@ def test_gradient_reaching_the_optimizer_is_the_gradient_at_the_sample(optimizer
 
     params = policy.actor._get_constructor_parameters()
     params["features_extractor"] = copy.deepcopy(params["features_extractor"])  # not shared
+    assert params.pop("layer_norm") is False  # ParamExploreActor's own; SB3's has none
     reference = Actor(**params)
     with torch.no_grad():
         for ref, theta in zip(reference.parameters(), strategy.sample()):
@@ -168,14 +171,55 @@ def test_gradient_reaching_the_optimizer_is_the_gradient_at_the_sample(optimizer
 
 
 def test_noisy_kfac_sees_the_actor_layers_inside_sb3_training():
-    model = make_model(optimizer="noisy-kfac", policy_kwargs=dict(
-        actor_optimizer_kwargs=dict(stats_interval=1, inverse_interval=10)))  # fmt: skip
+    # A small starting precision, so that the Fisher term visibly shapes σ.
+    kwargs = dict(stats_interval=1, inverse_interval=10, initial_precision=1.0)
+    model = make_model(optimizer="noisy-kfac", policy_kwargs=dict(actor_optimizer_kwargs=kwargs))
     model.learn(200)
     strategy = model.policy.actor.optimizer
     counts = {float(strategy.state[m.weight]["stats_updates"]) for m in strategy._layers}
     assert counts == {float(model._n_updates)}  # one record per actor update, every layer
     sigma = strategy.sampling_std()[0]
     assert not torch.allclose(sigma, sigma.flatten()[0].expand_as(sigma))  # factors used
+
+
+def test_noisy_kfac_statistics_under_sb3_equal_the_summed_losses():
+    """SB3's loss is a mean; with actor_grad_scale = M the recorded output gradients are
+    scaled with p.grad, so the factor S is the one of the summed loss (native engine):
+    S = β·T_stats·M·Σ_i ds_i ds_iᵀ, ds = ∂(Σ loss)/∂s of the output layer."""
+    rows = 16
+    kwargs = dict(actor_optimizer_kwargs=dict(stats_interval=1), actor_grad_scale=rows)
+    policy = make_model(optimizer="noisy-kfac", policy_kwargs=kwargs).policy
+    actor, strategy = policy.actor, policy.actor.optimizer
+    obs = torch.as_tensor(observations(rows))
+    thetas = [t.detach().clone() for t in strategy.sample()]
+
+    # The reference: a plain copy at θ, the summed loss, the output layer's ∂L/∂s.
+    reference = copy.deepcopy(actor)
+    reference.optimizer = None
+    with torch.no_grad():
+        for p, theta in zip(reference.parameters(), thetas):
+            p.copy_(theta)
+    recorded = {}
+    output_layer = [m for m in reference.mu if isinstance(m, torch.nn.Linear)][-1]
+
+    def keep_output_grad(module, inputs, output):
+        output.register_hook(lambda grad: recorded.setdefault("ds", grad))
+
+    output_layer.register_forward_hook(keep_output_grad)
+    critic = copy.deepcopy(policy.critic)
+    (-critic.q1_forward(obs, reference(obs)).sum()).backward()
+    ds = recorded["ds"].double()
+    expected = 0.01 * 1 * rows * ds.T @ ds  # β = 0.01, T_stats = 1
+
+    policy.set_training_mode(True)  # SB3's train(): mean loss at θ, then the bare step
+    strategy.zero_grad()
+    (-policy.critic.q1_forward(obs, actor(obs)).mean()).backward()
+    strategy.step()
+    policy.set_training_mode(False)
+    layer = strategy._layers[-1]
+    torch.testing.assert_close(
+        strategy.state[layer.weight]["S"].double(), expected, rtol=1e-4, atol=1e-9
+    )
 
 
 def test_param_noise_trains_the_mean_and_adapts_with_the_callback():
