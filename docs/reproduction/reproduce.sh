@@ -19,12 +19,17 @@ SIX=vadam,vadagrad,adam-plain,adam-explore,sgd-plain,sgd-explore
 if [ -z "${REPORT_ONLY:-}" ]; then
   # The replay buffer is checkpointed so that a run extended later (STEPS=300000) continues
   # exactly as an uninterrupted one would.
-  common=(--env HalfCheetah-v4 --seeds 5 --steps "$STEPS" --workers "$WORKERS" --compile
+  common=(--env HalfCheetah-v4 --steps "$STEPS" --workers "$WORKERS" --compile
           --set save_replay_buffer=true)
   # 1. The six strategies of the paper, the released code's initialisation (the default).
-  train_agent --opt "$SIX" "${common[@]}" --logdir runs/khan2018-init
+  train_agent --opt "$SIX" --seeds 5 "${common[@]}" --logdir runs/khan2018-init
   # 2. The initialisation ablation: Vadam and Adam-Plain from Lillicrap et al.'s scheme.
-  train_agent --opt vadam,adam-plain "${common[@]}" --set init=lillicrap --logdir runs/lillicrap-init
+  train_agent --opt vadam,adam-plain --seeds 5 "${common[@]}" --set init=lillicrap \
+    --logdir runs/lillicrap-init
+  # 3. The other strategies beside Vadam and Adam-Plain, 3 seeds: parameter noise, noisy
+  #    Adam, noisy K-FAC (which trains eagerly: it has no compiled form).
+  train_agent --opt param-noise,noisy-adam,noisy-kfac --seeds 3 "${common[@]}" \
+    --logdir runs/khan2018-init
 fi
 
 # The report: the six against the published curves, and the two initialisations.
@@ -33,3 +38,6 @@ compare_runs runs/khan2018-init/HalfCheetah-v4 --strategies "$SIX" --reference k
 compare_runs runs/khan2018-init/HalfCheetah-v4 runs/lillicrap-init/HalfCheetah-v4 \
   --labels "khan2018 init,lillicrap init" --strategies vadam,adam-plain \
   --at 50000,100000,200000,300000 --out init-ablation
+compare_runs runs/khan2018-init/HalfCheetah-v4 \
+  --strategies vadam,adam-plain,param-noise,noisy-adam,noisy-kfac \
+  --at 50000,100000,200000,300000 --out strategies
