@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from .config import resolve_config
 from .errors import ConfigError
 from .grid import RunOutcome, run_grid
 from .strategies import available_strategies
+from .strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
 from .training import train
 
 
@@ -153,6 +155,9 @@ def _grid(configs: list, args: argparse.Namespace) -> int:
     outcomes = run_grid(configs, args.workers or 1, args.backend or "local", args.address, report)
     failed = [o for o in outcomes if not o.ok]
     print(f"{total - len(failed)} of {total} runs finished, {len(failed)} failed")
+    for env_dir in sorted({Path(c.logdir) / c.env for c in configs}):
+        if env_dir.is_dir() and write_strategy_aggregates(env_dir):
+            print(f"strategy means ± s.e. for TensorBoard: {env_dir / AGGREGATE_DIR}")
     return 1 if failed else 0
 
 

@@ -17,7 +17,8 @@ With ``--reference khan2018`` the published curves (:mod:`agents.curves`) are dr
 in each strategy's colour over the measured steps, and the tables give the published
 value beside each measured one, at the nearest published step (named in the table), and
 the published curve's average over the same span. A strategy's curve covers the
-evaluation steps that all of its seeds have reached.
+evaluation steps that all of its seeds have reached. Each RUNS_DIR also gets (again) its
+per-strategy TensorBoard aggregates (:mod:`agents.strategy_aggregates`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from matplotlib.figure import Figure
 
 from .curves import REFERENCES, Curve, load_curves, load_reference
 from .run_logger import EVAL_CSV
+from .strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
 
 #: The published table's early columns (``docs/decisions.md#published-curves``).
 DEFAULT_CHECKPOINTS = (50_000, 100_000, 200_000, 500_000, 1_000_000)
@@ -261,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     write_outputs(curves, out_dir, checkpoints, args.reference)
     print((out_dir / "comparison.md").read_text())
     print(f"wrote {out_dir / 'comparison.png'}, comparison.md, comparison.csv")
+    for runs_dir in runs_dirs:
+        if write_strategy_aggregates(runs_dir):
+            print(f"wrote strategy means ± s.e. for TensorBoard under {runs_dir / AGGREGATE_DIR}")
     return 0
 
 

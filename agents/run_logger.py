@@ -27,30 +27,6 @@ EVAL_CSV = "eval.csv"
 EVAL_FIELDS = ["step", "mean_return", "std_return", "episodes", "wall_time"]
 
 
-#: Custom-scalars layout: each chart overlays one tag across every run (strategy, seed).
-COMPARISON_LAYOUT = {
-    "Compare strategies": {
-        "eval return (mean, test episodes)": ["Multiline", [r"eval/mean_return"]],
-        "training episode return": ["Multiline", [r"train/episode_return"]],
-        "exploration sigma (mean over weights)": ["Multiline", [r"explore/sigma_mean"]],
-    }
-}
-
-
-def write_comparison_layout(env_dir: str | Path) -> None:
-    """Give ``tensorboard --logdir <env_dir>`` a "Custom Scalars" tab comparing runs.
-
-    Written once per directory (a second, identical copy from a concurrent worker is
-    harmless).
-    """
-    env_dir = Path(env_dir)
-    env_dir.mkdir(parents=True, exist_ok=True)
-    if any(env_dir.glob("events.out.tfevents.*.layout")):
-        return
-    with SummaryWriter(str(env_dir), filename_suffix=".layout") as writer:
-        writer.add_custom_scalars(COMPARISON_LAYOUT)
-
-
 def read_eval_csv(path: str | Path) -> list[dict[str, float]]:
     """The rows of an eval CSV as floats (``step`` and ``episodes`` as ints)."""
     with open(path, newline="") as f:

@@ -30,8 +30,9 @@ from .ddpg import DDPG, Callback
 from .envs import make_env
 from .errors import ConfigError
 from .evaluation import evaluate
-from .run_logger import EVAL_CSV, RunLogger, read_eval_csv, write_comparison_layout
+from .run_logger import EVAL_CSV, RunLogger, read_eval_csv
 from .sb3_engine import SB3Agent
+from .strategy_aggregates import write_comparison_layout
 
 CHECKPOINT_DIR = "checkpoints"
 #: Offset between the training seed and the evaluation episodes' seeds.

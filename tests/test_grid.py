@@ -14,6 +14,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.custom_scalar import layout_pb2
 
 from agents.config import TrainConfig, resolve_config
 from agents.grid import run_grid
@@ -34,7 +35,7 @@ def eval_rows(path: Path) -> dict[int, float]:
 def test_local_grid_then_compare_runs(tmp_path):
     result = subprocess.run(
         [script("train_agent"), *SMALL, "--opt", "vadam,adam-plain", "--seeds", "2",
-         "--workers", "2", "--logdir", "out"],
+         "--workers", "2", "--logdir", "out", "--set", "log_every=100"],
         cwd=tmp_path, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -47,9 +48,10 @@ def test_local_grid_then_compare_runs(tmp_path):
             assert (run_dir / "checkpoints" / "latest.pt").exists()
             assert (run_dir / "config.yaml").exists()
 
-    # The comparison layout for TensorBoard's Custom Scalars tab, once per env directory.
+    # The comparison layout for TensorBoard's Custom Scalars tab, once per env directory
+    # (the grid's end rewrote it with the strategies' margin charts).
     layouts = list(env_dir.glob("events.out.tfevents.*.layout"))
-    assert len(layouts) >= 1
+    assert len(layouts) == 1
     acc = EventAccumulator(str(env_dir))
     acc.Reload()
     charts = acc.PluginTagToContent("custom_scalars")
@@ -82,6 +84,51 @@ def test_local_grid_then_compare_runs(tmp_path):
         assert float(row["auc_mean"]) == pytest.approx(auc)
     markdown = (out / "comparison.md").read_text()
     assert "| vadam | 2 |" in markdown and "| adam-plain | 2 |" in markdown
+    check_strategy_aggregates(env_dir)
+
+    # compare_runs again: the aggregates are replaced, no step appears twice.
+    again = subprocess.run([script("compare_runs"), str(env_dir), "--out", str(out)],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    check_strategy_aggregates(env_dir)
+
+
+def check_strategy_aggregates(env_dir: Path) -> None:
+    """Per strategy: mean ± s.e. over seeds as TensorBoard reads it, against NumPy on the
+    runs' eval.csv (and on their σ events); the layout's margin charts use those tags."""
+    for opt in ("vadam", "adam-plain"):
+        acc = EventAccumulator(str(env_dir / "compare" / opt), size_guidance={"scalars": 0})
+        acc.Reload()
+        curves = [eval_rows(env_dir / opt / f"seed{s}" / "eval.csv") for s in (0, 1)]
+        returns = np.array([[c[200], c[400]] for c in curves])
+        sigmas = []
+        for s in (0, 1):
+            run = EventAccumulator(str(env_dir / opt / f"seed{s}"), size_guidance={"scalars": 0})
+            run.Reload()
+            sigmas.append({e.step: e.value for e in run.Scalars("explore/sigma_mean")})
+        sigma_steps = sorted(set(sigmas[0]) & set(sigmas[1]))
+        sigma = np.array([[seed[t] for t in sigma_steps] for seed in sigmas])
+        for name, values, steps in (("eval_return", returns, [200, 400]),
+                                    ("sigma_mean", sigma, sigma_steps)):  # fmt: skip
+            mean = values.mean(axis=0)
+            se = values.std(axis=0, ddof=1) / math.sqrt(2)
+            for suffix, expected in (("", mean), ("_lower", mean - se), ("_upper", mean + se)):
+                events = acc.Scalars(f"strategy/{name}{suffix}")
+                assert [e.step for e in events] == steps  # each step once
+                np.testing.assert_allclose([e.value for e in events], expected, rtol=1e-5)
+
+    acc = EventAccumulator(str(env_dir))
+    acc.Reload()
+    (tag,) = acc.PluginTagToContent("custom_scalars")  # the layout, as TensorBoard reads it
+    (event,) = acc.Tensors(tag)
+    layout = layout_pb2.Layout()
+    layout.ParseFromString(event.tensor_proto.string_val[0])
+    margins = [chart.margin.series[0] for category in layout.category for chart in category.chart
+               if chart.HasField("margin")]  # fmt: skip
+    assert {(m.value, m.lower, m.upper) for m in margins} == {
+        ("strategy/eval_return", "strategy/eval_return_lower", "strategy/eval_return_upper"),
+        ("strategy/sigma_mean", "strategy/sigma_mean_lower", "strategy/sigma_mean_upper"),
+    }
 
 
 def test_interrupted_grid_completes_without_redoing_finished_runs(tmp_path):
