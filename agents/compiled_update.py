@@ -62,6 +62,9 @@ class CompiledUpdate:
         self._reduction = cfg.actor_grad_reduction
         self._coefficient_keys: dict[str, list[str]] = {}
         self._compiled: Callable[..., object] | None = None
+        #: Set by the graph: whether the critic's and the actor's steps were applied
+        #: (both are skipped for a non-finite loss or gradient).
+        self._applied = torch.ones(2, device=agent.device)
         #: Seconds spent tracing and compiling (never counted as training time).
         self.compile_seconds = 0.0
         self.bind()
@@ -95,6 +98,7 @@ class CompiledUpdate:
             "actor_state": self._actor_step.state,
             "actor_buffers": {n: b.detach() for n, b in agent.actor.named_buffers()},
             "loss_sums": agent._loss_sums,
+            "applied": self._applied,
         }
         # The leaves the graph reads every call, flattened once; the minibatch and the
         # step's numbers are appended per call.
@@ -120,10 +124,19 @@ class CompiledUpdate:
             self._compile(
                 inputs, {"state": self._state, "batch": list(batch), "coefficients": coefficients}
             )
-        for name, step in (("critic", self._critic_step), ("actor", self._actor_step)):
-            step.advance()
-            self._next_steps[name] += 1
         self._compiled(*inputs)
+        # A skipped step changed no tensor, so its step count stays too. Reading the flags
+        # is free on a CPU (a sync on a GPU).
+        critic_applied, actor_applied = self._applied.tolist()
+        if not actor_applied:
+            self._agent._skipped += 1
+        for name, step, applied in (
+            ("critic", self._critic_step, critic_applied),
+            ("actor", self._actor_step, actor_applied),
+        ):
+            if applied:
+                step.advance()
+                self._next_steps[name] += 1
 
     def _compile(self, inputs: list[Tensor], tree: dict) -> None:
         start = time.perf_counter()
@@ -162,8 +175,10 @@ class CompiledUpdate:
             return losses.critic_loss(self._q_value(critic, obs, actions), target)
 
         critic_grads, critic_loss_value = grad_and_value(critic_loss)(t["critic"])
+        critic_ok = losses.all_finite(critic_loss_value, critic_grads)
         with torch.no_grad():
-            critic_step.update(t["critic"], critic_grads, t["critic_state"], critic_c)
+            _applied_if(critic_ok, [t["critic"], t["critic_state"]], critic_step.update,
+                        t["critic"], critic_grads, t["critic_state"], critic_c)  # fmt: skip
             point = actor_step.training_point(t["actor"], t["actor_state"], actor_c)
 
         def actor_loss(theta: list[Tensor]) -> Tensor:
@@ -173,14 +188,20 @@ class CompiledUpdate:
             return losses.actor_loss(q, self._reduction)
 
         actor_grads, actor_loss_value = grad_and_value(actor_loss)(point)
+        ok = critic_ok & losses.all_finite(actor_loss_value, actor_grads)
 
         with torch.no_grad():
-            actor_step.update(t["actor"], actor_grads, t["actor_state"], actor_c)
+            _applied_if(ok, [t["actor"], t["actor_state"]], actor_step.update,
+                        t["actor"], actor_grads, t["actor_state"], actor_c)  # fmt: skip
             for targets, online in (("target_critic", "critic"), ("target_actor", "actor")):
                 for target_param, param in zip(t[targets], t[online]):
-                    target_param.lerp_(param, self._tau)  # toward the critic and μ
+                    # toward the critic and μ, unless the update was skipped
+                    target_param.copy_(torch.where(ok, target_param.lerp(param, self._tau),
+                                                   target_param))  # fmt: skip
             count = torch.ones((), device=critic_loss_value.device)
-            t["loss_sums"].add_(torch.stack([critic_loss_value, actor_loss_value, count]))
+            sums = torch.stack([critic_loss_value, actor_loss_value, count])
+            t["loss_sums"].add_(torch.where(ok, sums, torch.zeros_like(sums)))
+            t["applied"].copy_(torch.stack([critic_ok, ok]).to(t["applied"].dtype))
 
     def _q_value(self, critic: list[Tensor], obs: Tensor, actions: Tensor) -> Tensor:
         params = dict(zip(self._critic_names, critic))
@@ -189,6 +210,17 @@ class CompiledUpdate:
     def _action(self, actor: list[Tensor], buffers: dict[str, Tensor], obs: Tensor) -> Tensor:
         params = {**dict(zip(self._actor_names, actor)), **buffers}
         return functional_call(self._agent.actor, params, (obs,))
+
+
+def _applied_if(ok: Tensor, mutated: list, update: Callable[..., None], *args: object) -> None:
+    """Run the in-place ``update(*args)``, then put back every tensor in ``mutated`` (lists
+    and dicts of lists of tensors) where ``ok`` is false: inside the graph, a skipped step
+    is a select, with no host decision."""
+    tensors = pytree.tree_leaves(mutated)
+    before = [x.clone() for x in tensors]
+    update(*args)
+    for x, old in zip(tensors, before):
+        x.copy_(torch.where(ok, x, old))
 
 
 def _names(module: torch.nn.Module, params: list[Tensor]) -> list[str]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,10 +40,11 @@ from torch import Tensor, nn
 import param_explore
 
 from . import losses
+from .checkpoints import atomic_write, read_checkpoint
 from .compiled_update import CompilationError, CompiledUpdate
 from .config import DDPGConfig
 from .envs import env_id, make_env
-from .errors import ConfigError
+from .errors import CheckpointError, ConfigError, NonFiniteDataError
 from .networks import Actor, Critic
 from .replay_buffer import Batch, ReplayBuffer
 from .strategies import make_action_noise, strategy_optimizer
@@ -183,6 +185,9 @@ class DDPG:
         # Running sums of (critic loss, actor loss, count) kept on the device: reading
         # them every step would force a host sync per update.
         self._loss_sums = torch.zeros(3, device=self.device)
+        # Updates skipped for a non-finite loss or gradient, counted where they happen
+        # (eagerly or inside the compiled graph).
+        self._skipped = torch.zeros((), device=self.device)
         # Built at the first update (the strategy's state, ε included, exists by then).
         self._compiled_update: CompiledUpdate | None = None
         self._compile_pending = cfg.compile
@@ -249,6 +254,7 @@ class DDPG:
             self.actor_optimizer.resample_noise(self.generator)
         action = self._exploration_action(self._obs)
         next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        self._check_finite(next_obs, reward)
         self.buffer.add(self._obs, action, float(reward), next_obs, terminated)
         self.num_timesteps += 1
         self._episode_return += float(reward)
@@ -266,6 +272,24 @@ class DDPG:
             self.num_episodes += 1
             callback.on_episode_end(self, self._episode_return, self._episode_length)
             self._obs = None
+
+    def _check_finite(self, obs: np.ndarray, reward: float) -> None:
+        """Nothing non-finite from the environment reaches the buffer (and the networks)."""
+        step = self.num_timesteps + 1
+        if not math.isfinite(reward):
+            raise NonFiniteDataError(
+                f"non-finite reward ({reward}) from {self.env_id} at step {step}; training stopped"
+            )
+        if not np.isfinite(obs).all():
+            raise NonFiniteDataError(
+                f"non-finite observation ({obs.tolist()}) from {self.env_id} at step {step}; "
+                "training stopped"
+            )
+
+    @property
+    def skipped_updates(self) -> int:
+        """Updates skipped so far because a loss or gradient was not finite."""
+        return int(self._skipped.item())
 
     def train_step(self) -> None:
         """One DDPG update (Alg. 1-2 lines 5-10) at the current weight sample."""
@@ -297,7 +321,12 @@ class DDPG:
         return self._compiled_update is not None
 
     def _eager_update(self, batch: Batch) -> None:
-        """The update of :meth:`train_step` op by op (what the compiled graph fuses)."""
+        """The update of :meth:`train_step` op by op (what the compiled graph fuses).
+
+        A non-finite critic loss or gradient skips the whole update, a non-finite actor
+        loss or gradient the actor's step and the target update (the strategy's step
+        guards itself): nothing non-finite reaches a weight or an optimizer's state.
+        """
         cfg = self.config
         with torch.no_grad():
             next_q = self.target_critic(batch.next_obs, self.target_actor(batch.next_obs))
@@ -305,17 +334,28 @@ class DDPG:
         critic_loss = losses.critic_loss(self.critic(batch.obs, batch.actions), target)
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
+        if not bool(losses.all_finite(critic_loss, [p.grad for p in self.critic.parameters()])):
+            self._skipped += 1
+            return
         self.critic_optimizer.step()
 
         # The actor runs at θ = μ + σ⊙ε with the step's ε — the weights that acted
-        # (NOTES.md item 1) — written into its parameters, so backward leaves ∇θF(θ) in
-        # their .grad and strategies that watch the layers (noisy K-FAC) see them run.
+        # (docs/decisions.md#sample-per-step) — written into its parameters, so backward
+        # leaves ∇θF(θ) in their .grad and strategies that watch the layers (noisy K-FAC)
+        # see them run.
         self.actor_optimizer.zero_grad(set_to_none=True)
         with self.actor_optimizer.training_params(), _frozen(self.critic):
             q = self.critic(batch.obs, self.actor(batch.obs))
             actor_loss = losses.actor_loss(q, cfg.actor_grad_reduction)
             actor_loss.backward()
-        self.actor_optimizer.step()
+        actor_ok = bool(torch.isfinite(actor_loss))
+        if actor_ok:
+            skipped_before = self.actor_optimizer.skipped_steps
+            self.actor_optimizer.step()  # skips itself on a non-finite gradient
+            actor_ok = self.actor_optimizer.skipped_steps == skipped_before
+        if not actor_ok:
+            self._skipped += 1
+            return
 
         with torch.no_grad():
             # Targets follow the critic and the actor's mean μ (never a sample), in one
@@ -365,6 +405,7 @@ class DDPG:
                 "num_timesteps": self.num_timesteps,
                 "num_updates": self.num_updates,
                 "num_episodes": self.num_episodes,
+                "skipped_updates": self.skipped_updates,
             },
             # The env's own RNG, so that a run resumed at an episode boundary continues
             # with the same episodes as one that was never interrupted.
@@ -385,6 +426,7 @@ class DDPG:
         self.num_timesteps = counters["num_timesteps"]
         self.num_updates = counters["num_updates"]
         self.num_episodes = counters["num_episodes"]
+        self._skipped.fill_(counters.get("skipped_updates", 0))
         if state.get("at_episode_boundary"):
             self.env.unwrapped.np_random.bit_generator.state = state["env_rng"]
         self._obs = None  # a mid-episode state cannot be restored: start a new episode
@@ -394,21 +436,38 @@ class DDPG:
             self._compiled_update.bind()
 
     def load_checkpoint(self, path: str | Path) -> None:
-        """Continue from a file written by :meth:`save` (this agent's env and device)."""
-        self.load_state_dict(torch.load(path, map_location=self.device, weights_only=False))
+        """Continue from a file written by :meth:`save` (this agent's env and strategy).
+
+        A damaged file, one of another env, strategy or engine, or one that holds anything
+        but tensors and plain data raises :class:`CheckpointError` naming the file.
+        """
+        state = read_checkpoint(path, self.device)
+        if state["env_id"] != self.env_id:
+            raise CheckpointError(
+                f"checkpoint {path} is of env {state['env_id']}, this run's is {self.env_id}"
+            )
+        saved = state["config"].get("optimizer")
+        if saved != self.config.optimizer:
+            raise CheckpointError(
+                f"checkpoint {path} trains strategy {saved}, this run {self.config.optimizer}"
+            )
+        try:
+            self.load_state_dict(state)
+        except (RuntimeError, KeyError, ValueError) as err:
+            detail = str(err).strip().splitlines()[0][:200]
+            raise CheckpointError(
+                f"checkpoint {path} does not match this run's networks or optimizer: {detail}"
+            ) from None
 
     def save(self, path: str | Path, include_buffer: bool = False) -> None:
         """Write the agent to ``path`` atomically (a crash never leaves half a file)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(self.state_dict(include_buffer), tmp)
-        tmp.replace(path)
+        with atomic_write(path) as tmp:
+            torch.save(self.state_dict(include_buffer), tmp)
 
     @classmethod
     def load(cls, path: str | Path, env: str | gym.Env | None = None, device: str = "auto") -> DDPG:
         """Rebuild an agent saved with :meth:`save` (on ``env``, or a new env of its id)."""
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = read_checkpoint(path)
         agent = cls(
             env if env is not None else state["env_id"],
             DDPGConfig(**state["config"]),

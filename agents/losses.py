@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import torch
 from torch import Tensor
 
 
@@ -25,3 +26,10 @@ def critic_loss(q: Tensor, target: Tensor) -> Tensor:
 def actor_loss(q: Tensor, reduction: Literal["sum", "mean"]) -> Tensor:
     """−Q(s, π(s)) over the minibatch: summed as in the released code, or averaged."""
     return -(q.sum() if reduction == "sum" else q.mean())
+
+
+def all_finite(loss: Tensor, grads: list[Tensor | None]) -> Tensor:
+    """Whether a loss and its gradients are all finite, as a 0-d bool tensor (no sync)."""
+    flags = [torch.isfinite(loss).reshape(1)]
+    flags += [torch.isfinite(g).all().reshape(1) for g in grads if g is not None]
+    return torch.cat(flags).all()

@@ -12,7 +12,8 @@ Tags are stable so that ``tensorboard --logdir runs/<env>`` overlays strategies:
 The CSV row of an evaluation is flushed to disk before the call returns, and the event
 writer is flushed at every evaluation, so a killed run keeps what it logged. A resumed run
 drops CSV rows past its checkpoint and asks TensorBoard to purge events past it
-(``purge_step``), so the curve has neither duplicated nor missing points.
+(``purge_step``); a run started from scratch (no checkpoint yet) removes an earlier
+attempt's events. Either way the curve has neither duplicated nor missing points.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import os
 from pathlib import Path
 
 from torch.utils.tensorboard import SummaryWriter
+
+from .checkpoints import atomic_write
 
 EVAL_CSV = "eval.csv"
 EVAL_FIELDS = ["step", "mean_return", "std_return", "episodes", "wall_time"]
@@ -43,7 +46,11 @@ class RunLogger:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.run_dir / EVAL_CSV
         if resume_step is None or not self.csv_path.exists():
+            # A start from scratch: an earlier attempt's results go (a run killed before
+            # its first checkpoint), so TensorBoard never shows a step twice.
             self._rewrite_csv([])
+            for path in self.run_dir.glob("events.out.tfevents.*"):
+                path.unlink()
         else:
             kept = [row for row in read_eval_csv(self.csv_path) if row["step"] <= resume_step]
             self._rewrite_csv(kept)
@@ -51,12 +58,10 @@ class RunLogger:
         self.writer = SummaryWriter(str(self.run_dir), purge_step=purge, flush_secs=10)
 
     def _rewrite_csv(self, rows: list[dict[str, float]]) -> None:
-        tmp = self.csv_path.with_suffix(".csv.tmp")
-        with open(tmp, "w", newline="") as f:
+        with atomic_write(self.csv_path) as tmp, open(tmp, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=EVAL_FIELDS)
             writer.writeheader()
             writer.writerows(rows)
-        tmp.replace(self.csv_path)
 
     def scalar(self, tag: str, value: float, step: int) -> None:
         self.writer.add_scalar(tag, value, step)

@@ -17,8 +17,10 @@ import torch
 from stable_baselines3 import DDPG as SB3DDPG
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
+from .checkpoints import atomic_write
 from .config import DDPGConfig
 from .ddpg import Callback
+from .errors import CheckpointError, NonFiniteDataError
 from .sb3_policy import ParamExploreCallback, ParamExplorePolicy
 from .strategies import make_action_noise, strategy_optimizer
 
@@ -35,6 +37,17 @@ class _RunBridge(BaseCallback):
         self.run_callback.on_training_start(self.agent)
 
     def _on_step(self) -> bool:
+        # Called by SB3 after env.step and before the transition is stored.
+        rewards, observations = self.locals["rewards"], self.locals["new_obs"]
+        step = self.agent.num_timesteps
+        if not np.isfinite(rewards).all():
+            raise NonFiniteDataError(
+                f"non-finite reward ({rewards.tolist()}) at step {step}; training stopped"
+            )
+        if not np.isfinite(observations).all():
+            raise NonFiniteDataError(
+                f"non-finite observation ({observations.tolist()}) at step {step}; training stopped"
+            )
         dones, infos = self.locals["dones"], self.locals["infos"]
         self.agent.between_episodes = bool(dones[0])
         if dones[0] and "episode" in infos[0]:
@@ -112,18 +125,36 @@ class SB3Agent:
     def exploration_statistics(self) -> dict[str, float]:
         return self.model.policy.exploration_statistics()
 
+    @property
+    def skipped_updates(self) -> int:
+        """Actor steps the strategy skipped for a non-finite gradient (SB3's own critic
+        step has no such guard)."""
+        return self.model.policy.actor.optimizer.skipped_steps
+
     def save(self, path: str | Path, include_buffer: bool = False) -> None:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name("tmp-" + path.name)
-        self.model.save(tmp)
-        tmp.replace(path)
+        with atomic_write(path) as tmp:
+            self.model.save(tmp)
         if include_buffer:
             self.model.save_replay_buffer(path.with_name("replay_buffer.pkl"))
 
     def load_checkpoint(self, path: str | Path) -> None:
+        """Continue from an SB3 zip of this run (its env and strategy), with SB3's own
+        loading; any other file raises :class:`CheckpointError` naming it."""
         path = Path(path)
-        self.model = SB3DDPG.load(path, env=self.model.get_env(), device=self.model.device)
+        try:
+            model = SB3DDPG.load(path, env=self.model.get_env(), device=self.model.device)
+        except Exception as err:  # SB3 raises many kinds for a foreign or damaged file
+            detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+            raise CheckpointError(
+                f"{path} is not a checkpoint of the sb3 engine for this run "
+                f"({type(err).__name__}: {detail})"
+            ) from None
+        saved = model.policy.strategy
+        expected = self.model.policy.strategy
+        if saved != expected:
+            raise CheckpointError(f"checkpoint {path} trains strategy {saved}, this run {expected}")
+        self.model = model
         buffer = path.with_name("replay_buffer.pkl")
         if buffer.exists():
             self.model.load_replay_buffer(buffer)

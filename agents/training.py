@@ -28,7 +28,7 @@ from tqdm import tqdm
 from .config import TrainConfig, load_run_config, save_config
 from .ddpg import DDPG, Callback
 from .envs import make_env
-from .errors import ConfigError
+from .errors import ConfigError, NonFiniteDataError
 from .evaluation import evaluate
 from .run_logger import EVAL_CSV, RunLogger, read_eval_csv
 from .sb3_engine import SB3Agent
@@ -52,6 +52,8 @@ class RunnableAgent(Protocol):
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray: ...
     def pop_losses(self) -> dict[str, float]: ...
     def exploration_statistics(self) -> dict[str, float]: ...
+    @property
+    def skipped_updates(self) -> int: ...
     def save(self, path: str | Path, include_buffer: bool = False) -> None: ...
     def load_checkpoint(self, path: str | Path) -> None: ...
 
@@ -76,6 +78,7 @@ class RunCallback(Callback):
         self._clock = time.perf_counter()
         self._clock_step = 0
         self._checkpoint_due = False
+        self._skipped_reported = 0
 
     def on_training_start(self, agent: RunnableAgent) -> None:
         self.bar.update(agent.num_timesteps - self.bar.n)
@@ -113,6 +116,13 @@ class RunCallback(Callback):
             self.logger.scalar(f"loss/{name}", value, step)
         for name, value in agent.exploration_statistics().items():
             self.logger.scalar(f"explore/{name}", value, step)
+        skipped = agent.skipped_updates
+        self.logger.scalar("train/skipped_updates", skipped, step)
+        if skipped > self._skipped_reported:
+            self._write(
+                f"step {step}: {skipped} update(s) skipped so far (non-finite loss or gradient)"
+            )
+            self._skipped_reported = skipped
         postfix = {"steps/s": f"{speed:.0f}"}
         if self.last_eval is not None:
             postfix["eval"] = f"{self.last_eval:.1f}"
@@ -125,13 +135,18 @@ class RunCallback(Callback):
         mean, std = evaluate(agent, self.eval_env, self.config.eval_episodes, seed=seed)
         self.logger.evaluation(step, mean, std, self.config.eval_episodes, time.time())
         self.last_eval = mean
-        line = f"step {step}: eval return {mean:.1f} ± {std:.1f} ({self.config.eval_episodes} ep)"
+        self._write(
+            f"step {step}: eval return {mean:.1f} ± {std:.1f} ({self.config.eval_episodes} ep)"
+        )
+        # Evaluation time is not training time: restart the throughput clock.
+        self._clock += time.perf_counter() - started
+
+    def _write(self, line: str) -> None:
+        """One line of the run's log: plain on a pipe, above the bar on a terminal."""
         if self.bar.disable:
             print(line, flush=True)
         else:
             self.bar.write(line)
-        # Evaluation time is not training time: restart the throughput clock.
-        self._clock += time.perf_counter() - started
 
     def checkpoint(self, agent: RunnableAgent) -> None:
         agent.save(self.checkpoint_path, include_buffer=self.config.save_replay_buffer)
@@ -201,8 +216,12 @@ def train(
     callback = RunCallback(config, checkpoint_path, logger, progress)
     try:
         agent.learn(config.total_steps - agent.num_timesteps, callback)
-    except KeyboardInterrupt:
-        callback.checkpoint(agent)
+    except (KeyboardInterrupt, NonFiniteDataError) as stop:
+        callback.checkpoint(agent)  # the last good state: nothing bad was stored
+        if isinstance(stop, NonFiniteDataError):
+            raise NonFiniteDataError(
+                f"{stop}; checkpoint of the last good state: {checkpoint_path}"
+            ) from None
         raise
     finally:
         logger.close()

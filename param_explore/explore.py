@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from .adam_kernel import adam_moment_step_, adam_moment_update, advance_steps
-from .sampling import PrecisionSampling, precision_training_point
+from .sampling import PrecisionSampling, precision_training_point, skips_non_finite
 from .traceable import StateTensors, TraceableStep, adam_coefficients, single_group
 from .validation import require_betas, require_positive
 
@@ -107,6 +107,7 @@ class _PrecisionExplore(PrecisionSampling, torch.optim.Optimizer):
     ) -> None:
         raise NotImplementedError
 
+    @skips_non_finite
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One update of μ and of the precision from ``p.grad``; no closure needed."""

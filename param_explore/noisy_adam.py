@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from .adam_kernel import advance_steps
-from .sampling import WeightSampling
+from .sampling import WeightSampling, skips_non_finite
 from .traceable import StateTensors, TraceableStep, single_group
 from .validation import require_betas, require_non_negative, require_positive
 
@@ -92,6 +92,7 @@ class NoisyAdam(WeightSampling, torch.optim.Optimizer):
         torch._foreach_mul_(variances, group["kl_weight"] / group["num_data"])
         return torch._foreach_sqrt(variances)
 
+    @skips_non_finite
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One noisy-Adam update from ``p.grad`` (∇θF at the current sample)."""

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from .layer_statistics import LinearLayerRecorder
-from .sampling import WeightSampling
+from .sampling import WeightSampling, skips_non_finite
 from .validation import require_interval, require_non_negative, require_positive
 
 
@@ -247,6 +247,11 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
             return [joined]
         return [joined[:, :-1], joined[:, -1]]
 
+    def _skip_step(self) -> None:
+        super()._skip_step()
+        for index in range(len(self._layers)):  # the skipped pass's statistics
+            self._recorder.pop(index)
+
     @torch.no_grad()
     def scale_gradients_(self, factor: float) -> None:
         """``p.grad`` and the output gradients recorded in the same pass, times ``factor``."""
@@ -299,6 +304,7 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
         return out
 
     # ------------------------------------------------------------------ update
+    @skips_non_finite
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One noisy K-FAC update (Alg. 2) from ``p.grad`` (∇θF at the current sample)."""

@@ -38,6 +38,7 @@ import torch
 from torch import Tensor
 
 from .plain import AdamPlain
+from .sampling import skips_non_finite
 from .validation import require_interval, require_positive
 
 #: State keys of the perturbation, set aside while torch's Adam steps.
@@ -150,6 +151,7 @@ class AdaptiveParamNoise(AdamPlain):
                 group["noise_std"] *= factor
 
     # ------------------------------------------------------------------ training
+    @skips_non_finite
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """Adam's step on μ. torch's Adam initialises a parameter's state only when it is
         empty, so the stored perturbation is set aside while the step runs."""

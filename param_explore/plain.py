@@ -9,12 +9,12 @@ injection" (Appendix K) through exactly the code path the exploring strategies u
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import Tensor
 
-from .sampling import WeightSampling
+from .sampling import WeightSampling, skips_non_finite
 from .traceable import (
     StateTensors,
     TraceableStep,
@@ -32,6 +32,10 @@ class SGDPlain(WeightSampling, torch.optim.SGD):
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict], lr: float = 1e-4) -> None:
         super().__init__(params, lr=require_positive("lr", lr))
+
+    @skips_non_finite
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        return super().step()
 
     def traceable_step(self) -> TraceableStep:
         group = single_group(self)
@@ -68,6 +72,10 @@ class AdamPlain(WeightSampling, torch.optim.Adam):
             eps=require_positive("eps", eps),
             fused=True,
         )
+
+    @skips_non_finite
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        return super().step()
 
     def traceable_step(self) -> TraceableStep:
         return adam_traceable_step(self)

@@ -33,6 +33,7 @@ every strategy.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -40,6 +41,28 @@ import torch
 from torch import Tensor
 
 from .traceable import TraceableStep, UntraceableOptimizerError
+
+
+def skips_non_finite(step: Callable) -> Callable:
+    """Decorate a strategy's ``step()``: a non-finite gradient skips the whole step.
+
+    Nothing changes — not μ, not σ, not the optimizer state or its step count — and the
+    skip is counted in ``skipped_steps``. The guard is the strategy's own, so every caller
+    has it: the native agent, SB3's bare ``optimizer.step()``, a user's loop. A closure,
+    if given, is evaluated first (torch.optim's convention) and its loss returned.
+    """
+
+    @functools.wraps(step)
+    def guarded(self: WeightSampling, closure: Callable[[], float] | None = None) -> float | None:
+        loss = self._closure_loss(closure)
+        grads = [p.grad for p in self._params() if p.grad is not None]
+        if grads and not bool(torch.cat([torch.isfinite(g).all().reshape(1) for g in grads]).all()):
+            self._skip_step()
+        else:
+            step(self)
+        return loss
+
+    return guarded
 
 
 class WeightSampling:
@@ -68,6 +91,8 @@ class WeightSampling:
     default_resample: str = "step"
     #: Environment steps between two calls of :meth:`adapt_noise`; None: never called.
     noise_adaptation_interval: int | None = None
+    #: Steps skipped because a gradient was not finite (:func:`skips_non_finite`).
+    skipped_steps: int = 0
 
     # Provided by torch.optim.Optimizer.
     param_groups: list[dict]
@@ -77,6 +102,11 @@ class WeightSampling:
     def _group_sampling_std(self, group: dict) -> list[Tensor]:
         """σ of every parameter of ``group`` from the optimizer state (new tensors)."""
         raise NotImplementedError
+
+    def _skip_step(self) -> None:
+        """Count a step skipped for a non-finite gradient (strategies drop what they
+        recorded for it)."""
+        self.skipped_steps += 1
 
     @staticmethod
     def _closure_loss(closure: Callable[[], float] | None) -> float | None:

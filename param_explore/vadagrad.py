@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import Tensor
 
-from .sampling import PrecisionSampling, precision_training_point
+from .sampling import PrecisionSampling, precision_training_point, skips_non_finite
 from .traceable import StateTensors, TraceableStep, single_group
 from .validation import require_beta, require_positive
 
@@ -40,6 +40,7 @@ class VadaGrad(PrecisionSampling, torch.optim.Optimizer):
         )
         super().__init__(params, defaults)
 
+    @skips_non_finite
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One VadaGrad update from ``p.grad`` (∇θF at the current sample); no closure needed."""

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from .adam_kernel import adam_moment_step_, adam_moment_update, advance_steps
-from .sampling import WeightSampling
+from .sampling import WeightSampling, skips_non_finite
 from .traceable import StateTensors, TraceableStep, adam_coefficients, single_group
 from .validation import require_betas, require_non_negative, require_positive
 
@@ -83,6 +83,7 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
         torch._foreach_rsqrt_(stds)
         return stds
 
+    @skips_non_finite
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One Vadam update from ``p.grad`` (∇θF at the current sample); no closure needed."""
