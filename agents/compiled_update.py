@@ -60,7 +60,7 @@ class CompiledUpdate:
         cfg = agent.config
         self._gamma, self._tau = cfg.gamma, cfg.tau
         self._reduction = cfg.actor_grad_reduction
-        self._coefficient_keys: dict[str, list[str]] = {}
+        self._coefficient_layout: dict[str, pytree.TreeSpec] = {}
         self._compiled: Callable[..., object] | None = None
         #: Set by the graph: whether the critic's and the actor's steps were applied
         #: (both are skipped for a non-finite loss or gradient).
@@ -105,11 +105,10 @@ class CompiledUpdate:
         self._static_inputs = pytree.tree_leaves(self._state)
 
     def _coefficients(self, name: str, step: TraceableStep) -> Tensor:
-        """The numbers of ``step``'s coming step in one tensor (their keys remembered)."""
-        values = step.coefficients(self._next_steps[name])
-        if name not in self._coefficient_keys:  # the graph's layout, fixed at tracing
-            self._coefficient_keys[name] = list(values)
-        return torch.tensor(list(values.values()), dtype=torch.float32, device=self._agent.device)
+        """The numbers of ``step``'s coming step in one tensor (their layout remembered)."""
+        numbers, layout = pytree.tree_flatten(step.coefficients(self._next_steps[name]))
+        self._coefficient_layout.setdefault(name, layout)  # the graph's, fixed at tracing
+        return torch.tensor(numbers, dtype=torch.float32, device=self._agent.device)
 
     @torch.no_grad()
     def __call__(self, batch: Batch) -> None:
@@ -160,7 +159,7 @@ class CompiledUpdate:
         """One DDPG update (as ``DDPG._eager_update``) on the input tensors, in place."""
         critic_step, actor_step = self._critic_step, self._actor_step
         critic_c, actor_c = (
-            dict(zip(self._coefficient_keys[name], packed.unbind()))
+            pytree.tree_unflatten(list(packed.unbind()), self._coefficient_layout[name])
             for name, packed in zip(("critic", "actor"), inputs["coefficients"])
         )
         obs, actions, rewards, next_obs, terminated = inputs["batch"]

@@ -3,8 +3,9 @@
 The naive parameter-exploration baselines of Appendix K. Each weight has a mean μ (the
 parameter tensor) and a learned precision p = σ⁻², initialised to 1e4 (Table 3), and
 the network is evaluated at θ = μ + ε/√p. Eq. 111 writes the variance step on σ²;
-the authors' released code takes it on the precision (``NOTES.md`` item 7), which is
-what is done here. With g = ∇θF(θ) the chain rule through θ = μ + ε p^{-1/2} gives
+the authors' released code takes it on the precision
+(``docs/decisions.md#explore-on-precision``), which is what is done here. With
+g = ∇θF(θ) the chain rule through θ = μ + ε p^{-1/2} gives
 
     ∇μ = g,        ∇p = −g ⊙ ε / (2 p^{3/2}).
 
@@ -21,33 +22,29 @@ paper's regime the clamp never acts, so the updates equal the unclipped released
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from .adam_kernel import adam_moment_step_, adam_moment_update, advance_steps
-from .sampling import PrecisionSampling, precision_training_point, skips_non_finite
-from .traceable import StateTensors, TraceableStep, adam_coefficients, single_group
+from .adam_rule import AdamCoefficients, adam_update_
+from .sampling import PrecisionSampling
+from .traceable import StateTensors
 from .validation import require_betas, require_positive
 
 
 class _PrecisionExplore(PrecisionSampling, torch.optim.Optimizer):
-    """Shared state and gradients of the two Explore variants; subclasses move μ and p."""
+    """Shared state, σ and statistics of the two Explore variants; each has its rule."""
 
-    #: State tensors beyond the precision that the subclass's update keeps.
-    _moment_keys: tuple[str, ...] = ()
+    _state_keys: tuple[str, ...] = ("precision",)
 
-    def _init_moments(self, states: list[dict]) -> None:
-        for state in states:
-            for key in self._moment_keys:
-                if key not in state:
-                    state[key] = torch.zeros_like(state["precision"])
-
-    def _step_coefficients(self, group: dict, step: int) -> dict[str, float]:
-        """The numbers of :meth:`_traced_update` at step ``step``."""
-        raise NotImplementedError
+    def _init_state(self, group: Mapping, p: Tensor) -> dict:
+        state = super()._init_state(group, p)
+        for key in self._state_keys:
+            if key not in state:
+                state[key] = torch.zeros_like(state["precision"])
+        return state
 
     @torch.no_grad()
     def exploration_statistics(self) -> dict[str, float]:
@@ -65,69 +62,26 @@ class _PrecisionExplore(PrecisionSampling, torch.optim.Optimizer):
                 total += precision.numel()
         return {**super().exploration_statistics(), "clamped_fraction": at_floor / total}
 
-    def _traced_update(
-        self,
-        xs: list[Tensor],
-        grads: list[Tensor],
-        precision_grads: list[Tensor],
-        state: StateTensors,
-        c: dict,
-    ) -> None:
-        """:meth:`_update` as plain tensor arithmetic (``param_explore.traceable``)."""
-        raise NotImplementedError
 
-    def traceable_step(self) -> TraceableStep:
-        group = single_group(self)
-        params = list(group["params"])
-        states = [self._init_state(group, p) for p in params]
-        self._init_moments(states)
+def precision_gradients(
+    grads: list[Tensor], noises: list[Tensor], precisions: list[Tensor], eager: bool
+) -> list[Tensor]:
+    """∇p = −g ε / (2 p^{3/2}) for θ = μ + ε/√p, at the precision that drew the sample."""
+    if eager:  # one foreach kernel per operation
+        out = torch._foreach_pow(precisions, -1.5)
+        torch._foreach_mul_(out, noises)
+        torch._foreach_mul_(out, grads)
+        torch._foreach_mul_(out, -0.5)
+        return out
+    return [-0.5 * g * e * p.pow(-1.5) for g, e, p in zip(grads, noises, precisions)]
 
-        def coefficients(step: int) -> dict[str, float]:
-            return {"min_precision": group["min_precision"], **self._step_coefficients(group, step)}
 
-        def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: dict) -> None:
-            precisions = state["precision"]
-            precision_grads = [  # ∇p = −g ε / (2 p^{3/2}), as in step()
-                -0.5 * g * e * p.pow(-1.5) for g, e, p in zip(grads, state["noise"], precisions)
-            ]
-            self._traced_update(xs, grads, precision_grads, state, c)
-            for p in precisions:
-                p.clamp_min_(c["min_precision"])
-
-        state = {key: [s[key] for s in states] for key in ("precision", *self._moment_keys)}
-        state["noise"] = self._group_noise(group)
-        return TraceableStep(params, state, states, coefficients, update, precision_training_point)
-
-    def _update(
-        self,
-        group: dict,
-        params: list[Tensor],
-        states: list[dict],
-        precision_grads: list[Tensor],
-    ) -> None:
-        raise NotImplementedError
-
-    @skips_non_finite
-    @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:
-        """One update of μ and of the precision from ``p.grad``; no closure needed."""
-        loss = self._closure_loss(closure)
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            if not params:
-                continue
-            states = [self._init_state(group, p) for p in params]
-            precisions = [state["precision"] for state in states]
-            # ∇p = −g ε / (2 p^{3/2}), at the precision that produced the sample. Without
-            # a drawn ε the gradient was taken at μ itself and θ does not depend on p.
-            noises = [s.get("noise", torch.zeros_like(p)) for s, p in zip(states, params)]
-            precision_grads = torch._foreach_pow(precisions, -1.5)
-            torch._foreach_mul_(precision_grads, noises)
-            torch._foreach_mul_(precision_grads, [p.grad for p in params])
-            torch._foreach_mul_(precision_grads, -0.5)
-            self._update(group, params, states, precision_grads)
-            torch._foreach_clamp_min_(precisions, group["min_precision"])
-        return loss
+def _clamp_(precisions: list[Tensor], floor: float | Tensor) -> None:
+    if not torch.is_tensor(floor):
+        torch._foreach_clamp_min_(precisions, floor)
+    else:
+        for p in precisions:
+            p.clamp_min_(floor)
 
 
 class SGDExplore(_PrecisionExplore):
@@ -149,39 +103,56 @@ class SGDExplore(_PrecisionExplore):
         )
         super().__init__(params, defaults)
 
+    def _coefficients(self, group: Mapping, step: int) -> SGDExploreCoefficients:
+        return SGDExploreCoefficients(group["lr"], group["precision_lr"], group["min_precision"])
+
     def _update(
         self,
-        group: dict,
-        params: list[Tensor],
-        states: list[dict],
-        precision_grads: list[Tensor],
-    ) -> None:
-        for state in states:
-            state["step"] += 1
-        torch._foreach_add_(params, [p.grad for p in params], alpha=-group["lr"])
-        precisions = [state["precision"] for state in states]
-        torch._foreach_add_(precisions, precision_grads, alpha=-group["precision_lr"])
-
-    def _step_coefficients(self, group: dict, step: int) -> dict[str, float]:
-        return {"lr": group["lr"], "precision_lr": group["precision_lr"]}
-
-    def _traced_update(
-        self,
+        group: Mapping,
         xs: list[Tensor],
         grads: list[Tensor],
-        precision_grads: list[Tensor],
         state: StateTensors,
-        c: dict,
+        c: SGDExploreCoefficients,
     ) -> None:
-        for x, g, p, pg in zip(xs, grads, state["precision"], precision_grads):
-            x.sub_(c["lr"] * g)
-            p.sub_(c["precision_lr"] * pg)
+        sgd_explore_update_(xs, grads, state["precision"], state["noise"], c)
+
+
+class SGDExploreCoefficients(NamedTuple):
+    lr: float  # α
+    precision_lr: float  # α^(σ)
+    min_precision: float  # the floor of p
+
+
+def sgd_explore_update_(
+    xs: list[Tensor],
+    grads: list[Tensor],
+    precisions: list[Tensor],
+    noises: list[Tensor],
+    c: SGDExploreCoefficients,
+) -> None:
+    """μ ← μ − α g;  p ← max(p − α^(σ) ∇p, floor), in place."""
+    eager = not torch.is_tensor(c.lr)
+    precision_grads = precision_gradients(grads, noises, precisions, eager)
+    if eager:
+        torch._foreach_add_(xs, grads, alpha=-c.lr)
+        torch._foreach_add_(precisions, precision_grads, alpha=-c.precision_lr)
+    else:
+        for x, g, p, pg in zip(xs, grads, precisions, precision_grads):
+            x.sub_(c.lr * g)
+            p.sub_(c.precision_lr * pg)
+    _clamp_(precisions, c.min_precision)
 
 
 class AdamExplore(_PrecisionExplore):
     """Eq. 111 with two independent Adams: on μ (α, γ₁, γ₂) and on p (α^(σ), γ₁^(σ), γ₂^(σ))."""
 
-    _moment_keys = ("exp_avg", "exp_avg_sq", "precision_exp_avg", "precision_exp_avg_sq")
+    _state_keys = (
+        "precision",
+        "exp_avg",
+        "exp_avg_sq",
+        "precision_exp_avg",
+        "precision_exp_avg_sq",
+    )
 
     def __init__(
         self,
@@ -205,51 +176,45 @@ class AdamExplore(_PrecisionExplore):
         )
         super().__init__(params, defaults)
 
+    def _coefficients(self, group: Mapping, step: int) -> AdamExploreCoefficients:
+        return AdamExploreCoefficients(
+            AdamCoefficients.at_step(step, group["lr"], group["betas"], group["eps"]),
+            AdamCoefficients.at_step(
+                step, group["precision_lr"], group["precision_betas"], group["eps"]
+            ),
+            group["min_precision"],
+        )
+
     def _update(
         self,
-        group: dict,
-        params: list[Tensor],
-        states: list[dict],
-        precision_grads: list[Tensor],
-    ) -> None:
-        self._init_moments(states)
-        for step, idx in advance_steps(states).items():
-            adam_moment_step_(
-                [params[i] for i in idx], [params[i].grad for i in idx],
-                [states[i]["exp_avg"] for i in idx], [states[i]["exp_avg_sq"] for i in idx],
-                step, group["lr"], group["betas"], group["eps"],
-            )  # fmt: skip
-            adam_moment_step_(
-                [states[i]["precision"] for i in idx], [precision_grads[i] for i in idx],
-                [states[i]["precision_exp_avg"] for i in idx],
-                [states[i]["precision_exp_avg_sq"] for i in idx],
-                step, group["precision_lr"], group["precision_betas"], group["eps"],
-            )  # fmt: skip
-
-    def _step_coefficients(self, group: dict, step: int) -> dict[str, float]:
-        def adam(lr: float, betas: tuple[float, float]) -> dict[str, float]:
-            beta1, beta2 = betas
-            step_size = lr * math.sqrt(1.0 - beta2**step) / (1.0 - beta1**step)
-            return adam_coefficients(beta1, beta2, step_size, group["eps"])
-
-        precision = adam(group["precision_lr"], group["precision_betas"])
-        return {
-            **adam(group["lr"], group["betas"]),
-            **{f"precision_{key}": value for key, value in precision.items()},
-        }
-
-    def _traced_update(
-        self,
+        group: Mapping,
         xs: list[Tensor],
         grads: list[Tensor],
-        precision_grads: list[Tensor],
         state: StateTensors,
-        c: dict,
+        c: AdamExploreCoefficients,
     ) -> None:
-        adam_moment_update(xs, grads, state["exp_avg"], state["exp_avg_sq"], c)
-        prefix = "precision_"
-        adam_moment_update(
-            state["precision"], precision_grads,
-            state["precision_exp_avg"], state["precision_exp_avg_sq"],
-            {key[len(prefix):]: v for key, v in c.items() if key.startswith(prefix)},
-        )  # fmt: skip
+        adam_explore_update_(xs, grads, state, c)
+
+
+class AdamExploreCoefficients(NamedTuple):
+    mean: AdamCoefficients  # the Adam on μ
+    precision: AdamCoefficients  # the Adam on p
+    min_precision: float  # the floor of p
+
+
+def adam_explore_update_(
+    xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: AdamExploreCoefficients
+) -> None:
+    """An Adam step on μ from g and one on p from ∇p (then the clamp), in place."""
+    precisions = state["precision"]
+    eager = not torch.is_tensor(c.min_precision)
+    precision_grads = precision_gradients(grads, state["noise"], precisions, eager)
+    adam_update_(xs, grads, state["exp_avg"], state["exp_avg_sq"], c.mean)
+    adam_update_(
+        precisions,
+        precision_grads,
+        state["precision_exp_avg"],
+        state["precision_exp_avg_sq"],
+        c.precision,
+    )
+    _clamp_(precisions, c.min_precision)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from .adam_kernel import advance_steps
-from .sampling import WeightSampling, skips_non_finite
-from .traceable import StateTensors, TraceableStep, single_group
+from .sampling import WeightSampling
+from .traceable import StateTensors
 from .validation import require_betas, require_non_negative, require_positive
 
 
@@ -73,7 +73,7 @@ class NoisyAdam(WeightSampling, torch.optim.Optimizer):
         """γ_in = λ/(Nη): the prior's contribution to the precision (0 in VO)."""
         return group["kl_weight"] / (group["num_data"] * group["prior_variance"])
 
-    def _init_state(self, group: dict, p: Tensor) -> dict:
+    def _init_state(self, group: Mapping, p: Tensor) -> dict:
         state = self.state[p]
         if "fisher" not in state:
             state["step"] = torch.tensor(0.0)
@@ -83,7 +83,7 @@ class NoisyAdam(WeightSampling, torch.optim.Optimizer):
             )
         return state
 
-    def _group_sampling_std(self, group: dict) -> list[Tensor]:
+    def _group_sampling_std(self, group: Mapping) -> list[Tensor]:
         fishers = [self._init_state(group, p)["fisher"] for p in group["params"]]
         if group["kl_weight"] == 0:
             return torch._foreach_rsqrt(fishers)
@@ -92,83 +92,91 @@ class NoisyAdam(WeightSampling, torch.optim.Optimizer):
         torch._foreach_mul_(variances, group["kl_weight"] / group["num_data"])
         return torch._foreach_sqrt(variances)
 
-    @skips_non_finite
-    @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:
-        """One noisy-Adam update from ``p.grad`` (∇θF at the current sample)."""
-        loss = self._closure_loss(closure)
-        for group in self.param_groups:
-            used = [i for i, p in enumerate(group["params"]) if p.grad is not None]
-            if not used:
-                continue
-            beta1, beta2 = group["betas"]
-            gamma_in = self._intrinsic_damping(group)
-            params = [group["params"][i] for i in used]
-            grads = [p.grad for p in params]
-            states = [self._init_state(group, p) for p in params]
-            if gamma_in:
-                # v = g + γ_in θ at the weights that produced g (σ from f before the update).
-                stds, noises = self._group_sampling_std(group), self._group_noise(group)
-                thetas = torch._foreach_addcmul(
-                    params, [stds[i] for i in used], [noises[i] for i in used]
-                )
-                directions = torch._foreach_add(grads, thetas, alpha=gamma_in)
+    _state_keys = ("exp_avg", "fisher")
+
+    def _coefficients(self, group: Mapping, step: int) -> NoisyAdamCoefficients:
+        beta1, beta2 = group["betas"]
+        gamma_in = self._intrinsic_damping(group)
+        return NoisyAdamCoefficients(
+            m_weight=1.0 - beta1,
+            f_decay=beta2 if group["kl_weight"] > 0 else 1.0,
+            f_weight=1.0 - beta2,
+            step_size=group["lr"] / (1.0 - beta1**step),
+            damping=gamma_in + group["damping"],
+            gamma_in=gamma_in,
+            variance_scale=group["kl_weight"] / group["num_data"],
+        )
+
+    def _update(
+        self,
+        group: Mapping,
+        xs: list[Tensor],
+        grads: list[Tensor],
+        state: StateTensors,
+        c: NoisyAdamCoefficients,
+    ) -> None:
+        # VI or VO is the form of the rule (fixed by kl_weight), not a number of the step.
+        vi = group["kl_weight"] > 0
+        thetas = self._training_point(group, xs, state, c) if vi else None
+        noisy_adam_update_(xs, grads, thetas, state["exp_avg"], state["fisher"], c)
+
+    def _training_point(
+        self, group: Mapping, xs: list[Tensor], state: StateTensors, c: NoisyAdamCoefficients
+    ) -> list[Tensor]:
+        """θ = μ + σ⊙ε, σ² = (λ/N)/(f + γ_in) (VI) or 1/f (VO), from f before the step."""
+        fishers, noises = state["fisher"], state["noise"]
+        if not torch.is_tensor(c.gamma_in):  # eager: foreach kernels
+            if group["kl_weight"] == 0:
+                stds = torch._foreach_rsqrt(fishers)
             else:
-                directions = grads
-            exp_avgs = [s["exp_avg"] for s in states]
-            fishers = [s["fisher"] for s in states]
-            torch._foreach_lerp_(exp_avgs, directions, 1.0 - beta1)  # β₁ m + (1 − β₁) v
-            if group["kl_weight"] > 0:  # VI: moving average; VO: running sum
-                torch._foreach_mul_(fishers, beta2)
-            torch._foreach_addcmul_(fishers, grads, grads, value=1.0 - beta2)
-            damping = gamma_in + group["damping"]
-            for step, idx in advance_steps(states).items():
-                denominators = torch._foreach_add([fishers[i] for i in idx], damping)
-                torch._foreach_addcdiv_(
-                    [params[i] for i in idx],
-                    [exp_avgs[i] for i in idx],
-                    denominators,
-                    value=-group["lr"] / (1.0 - beta1**step),
-                )
-        return loss
+                stds = torch._foreach_add(fishers, c.gamma_in)
+                torch._foreach_reciprocal_(stds)
+                torch._foreach_mul_(stds, c.variance_scale)
+                torch._foreach_sqrt_(stds)
+            return torch._foreach_addcmul(xs, stds, noises)
+        if group["kl_weight"] > 0:
+            stds = [torch.sqrt(c.variance_scale / (f + c.gamma_in)) for f in fishers]
+        else:
+            stds = [torch.rsqrt(f) for f in fishers]
+        return [x + e * std for x, e, std in zip(xs, noises, stds)]
 
-    def traceable_step(self) -> TraceableStep:
-        """The traced step; whether f is a moving average (VI) or a running sum (VO) is
-        fixed when it is built, from ``kl_weight``."""
-        group = single_group(self)
-        params = list(group["params"])
-        states = [self._init_state(group, p) for p in params]
-        variational_inference = group["kl_weight"] > 0
 
-        def coefficients(step: int) -> dict[str, float]:
-            beta1, beta2 = group["betas"]
-            gamma_in = self._intrinsic_damping(group)
-            return {
-                "m_weight": 1.0 - beta1,
-                "f_decay": beta2 if variational_inference else 1.0,
-                "f_weight": 1.0 - beta2,
-                "step_size": group["lr"] / (1.0 - beta1**step),
-                "damping": gamma_in + group["damping"],
-                "gamma_in": gamma_in,
-                "variance_scale": group["kl_weight"] / group["num_data"],
-            }
+class NoisyAdamCoefficients(NamedTuple):
+    """The numbers of one noisy-Adam step (floats, or 0-d tensors when traced)."""
 
-        def training_point(xs: list[Tensor], state: StateTensors, c: dict) -> list[Tensor]:
-            if variational_inference:  # σ² = (λ/N) / (f + γ_in)
-                stds = [
-                    torch.sqrt(c["variance_scale"] / (f + c["gamma_in"])) for f in state["fisher"]
-                ]
-            else:  # σ² = 1/f
-                stds = [torch.rsqrt(f) for f in state["fisher"]]
-            return [x + e * std for x, e, std in zip(xs, state["noise"], stds)]
+    m_weight: float  # 1 − β₁
+    f_decay: float  # β₂ (VI: moving average), 1 (VO: running sum)
+    f_weight: float  # 1 − β₂
+    step_size: float  # α/(1 − β₁ᵏ)
+    damping: float  # γ = γ_in + γ_ex
+    gamma_in: float  # λ/(Nη)
+    variance_scale: float  # λ/N
 
-        def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: dict) -> None:
-            thetas = training_point(xs, state, c) if variational_inference else xs
-            for x, g, theta, m, f in zip(xs, grads, thetas, state["exp_avg"], state["fisher"]):
-                m.lerp_(g + c["gamma_in"] * theta if variational_inference else g, c["m_weight"])
-                f.mul_(c["f_decay"]).add_(c["f_weight"] * g * g)
-                x.sub_(c["step_size"] * m / (f + c["damping"]))
 
-        state = {key: [s[key] for s in states] for key in ("exp_avg", "fisher")}
-        state["noise"] = self._group_noise(group)
-        return TraceableStep(params, state, states, coefficients, update, training_point)
+def noisy_adam_update_(
+    xs: list[Tensor],
+    grads: list[Tensor],
+    thetas: list[Tensor] | None,
+    exp_avgs: list[Tensor],
+    fishers: list[Tensor],
+    c: NoisyAdamCoefficients,
+) -> None:
+    """m ← β₁ m + (1 − β₁)(g + γ_in θ);  f ← β₂ f + (1 − β₂) g² (VI) or f + (1 − β₂) g²
+    (VO);  μ ← μ − α/(1 − β₁ᵏ) · m/(f + γ), in place; ``thetas`` (VI only) is the sample
+    that produced g."""
+    if not torch.is_tensor(c.step_size):  # eager: one foreach kernel per operation
+        directions = (
+            grads if thetas is None else torch._foreach_add(grads, thetas, alpha=c.gamma_in)
+        )
+        torch._foreach_lerp_(exp_avgs, directions, c.m_weight)
+        if c.f_decay != 1.0:
+            torch._foreach_mul_(fishers, c.f_decay)
+        torch._foreach_addcmul_(fishers, grads, grads, value=c.f_weight)
+        denominators = torch._foreach_add(fishers, c.damping)
+        torch._foreach_addcdiv_(xs, exp_avgs, denominators, value=-c.step_size)
+        return
+    thetas = xs if thetas is None else thetas
+    for x, g, theta, m, f in zip(xs, grads, thetas, exp_avgs, fishers):
+        m.lerp_(g if thetas is xs else g + c.gamma_in * theta, c.m_weight)
+        f.mul_(c.f_decay).add_(c.f_weight * g * g)
+        x.sub_(c.step_size * m / (f + c.damping))

@@ -10,6 +10,7 @@ injection" (Appendix K) through exactly the code path the exploring strategies u
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -35,19 +36,23 @@ class SGDPlain(WeightSampling, torch.optim.SGD):
 
     @skips_non_finite
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
-        return super().step()
+        return torch.optim.SGD.step(self)
 
     def traceable_step(self) -> TraceableStep:
         group = single_group(self)
 
-        def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: dict) -> None:
+        def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: SGDStep) -> None:
             for x, g in zip(xs, grads):
-                x.sub_(c["lr"] * g)
+                x.sub_(c.lr * g)
 
-        def coefficients(step: int) -> dict[str, float]:
-            return {"lr": group["lr"]}
+        def coefficients(step: int) -> SGDStep:
+            return SGDStep(group["lr"])
 
         return TraceableStep(list(group["params"]), {}, [], coefficients, update, at_mean)
+
+
+class SGDStep(NamedTuple):
+    lr: float  # α
 
 
 class AdamPlain(WeightSampling, torch.optim.Adam):
@@ -75,7 +80,7 @@ class AdamPlain(WeightSampling, torch.optim.Adam):
 
     @skips_non_finite
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
-        return super().step()
+        return torch.optim.Adam.step(self)
 
     def traceable_step(self) -> TraceableStep:
         return adam_traceable_step(self)

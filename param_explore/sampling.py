@@ -34,13 +34,13 @@ every strategy.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor
 
-from .traceable import TraceableStep, UntraceableOptimizerError
+from .traceable import StateTensors, TraceableStep, UntraceableOptimizerError, single_group
 
 
 def skips_non_finite(step: Callable) -> Callable:
@@ -225,15 +225,90 @@ class WeightSampling:
         with self.sampled_params():
             yield
 
+    # ------------------------------------------------------------------ the update
+    # A strategy defines its rule once, as :meth:`_update` over lists of tensors (calling
+    # its module-level rule function), with the step's numbers from :meth:`_coefficients`.
+    # The same two serve :meth:`step` (numbers as Python floats: torch's fast foreach and
+    # fused kernels) and :meth:`traceable_step` (numbers as 0-d tensors inside a compiled
+    # graph, so nothing step-dependent is baked in).
+
+    #: The per-parameter state tensors :meth:`_update` reads and writes (ε is ``noise``).
+    _state_keys: tuple[str, ...] = ()
+
+    def _init_state(self, group: Mapping, p: Tensor) -> dict:
+        """The parameter's state, created on first use (with its ``step`` count)."""
+        raise NotImplementedError
+
+    def _coefficients(self, group: Mapping, step: int) -> tuple:
+        """The numbers step ``step`` (≥ 1) of the rule needs, as a NamedTuple of floats."""
+        raise NotImplementedError
+
+    def _update(
+        self, group: Mapping, xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: tuple
+    ) -> None:
+        """The strategy's rule: one step on ``xs`` (the means μ) and ``state``, in place."""
+        raise NotImplementedError
+
+    def _training_point(
+        self, group: Mapping, xs: list[Tensor], state: StateTensors, c: tuple
+    ) -> list[Tensor]:
+        """θ = μ + σ⊙ε from explicit tensors, where a compiled update takes the gradient."""
+        raise NotImplementedError
+
+    def _state_tensors(
+        self, group: Mapping, params: list[Tensor], states: list[dict], draw: bool = False
+    ) -> StateTensors:
+        """The state of ``params`` by key, and their ε as ``noise``: zero where none was
+        drawn (the gradient was then taken at μ), or drawn now if ``draw``."""
+        state = {key: [s[key] for s in states] for key in self._state_keys}
+        if draw:
+            self._group_noise(group)
+        state["noise"] = [s.get("noise", torch.zeros_like(p)) for s, p in zip(states, params)]
+        return state
+
+    @skips_non_finite
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        """One update from ``p.grad`` (∇θF at the current sample); no closure needed.
+
+        Parameters whose step counts differ (one skipped an update without a gradient)
+        take their own bias corrections: the rule runs once per distinct count.
+        """
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            states = [self._init_state(group, p) for p in params]
+            for step, idx in advance_steps(states).items():
+                xs = [params[i] for i in idx]
+                state = self._state_tensors(group, xs, [states[i] for i in idx])
+                self._update(
+                    group, xs, [x.grad for x in xs], state, self._coefficients(group, step)
+                )
+        return None
+
     def traceable_step(self) -> TraceableStep:
-        """This strategy's step for a compiled training graph (``param_explore.traceable``).
+        """This strategy's step for a compiled training graph (``param_explore.traceable``):
+        the same :meth:`_update` and :meth:`_coefficients` as :meth:`step`.
 
         Creates any missing state (moments; ε from the global generator if none was
         drawn yet, so call it after the first :meth:`resample_noise`). Raises
         :class:`UntraceableOptimizerError` for strategies that have no traced form (noisy
         K-FAC watches its layers through module hooks).
         """
-        raise UntraceableOptimizerError(f"{type(self).__name__} has no traced form")
+        if type(self)._update is WeightSampling._update:
+            raise UntraceableOptimizerError(f"{type(self).__name__} has no traced form")
+        group = single_group(self)
+        params = list(group["params"])
+        states = [self._init_state(group, p) for p in params]
+        return TraceableStep(
+            params,
+            self._state_tensors(group, params, states, draw=True),
+            states,
+            functools.partial(self._coefficients, group),
+            functools.partial(self._update, group),
+            functools.partial(self._training_point, group),
+        )
 
     @torch.no_grad()
     def sampling_std(self) -> list[Tensor]:
@@ -296,13 +371,26 @@ class WeightSampling:
             torch._foreach_mul_(grads, factor)
 
 
+def advance_steps(states: list[dict]) -> dict[int, list[int]]:
+    """Increment each state's ``step``; group the indices by the new step count.
+
+    Parameters that skipped steps (no gradient) have their own bias correction, so the
+    foreach updates run once per distinct step count — in practice once.
+    """
+    buckets: dict[int, list[int]] = {}
+    for i, state in enumerate(states):
+        state["step"] += 1
+        buckets.setdefault(int(state["step"]), []).append(i)
+    return buckets
+
+
 class PrecisionSampling(WeightSampling):
     """Strategies whose state holds the precision σ⁻² itself (VadaGrad, the Explore pair).
 
     Each parameter's precision starts at ``group["initial_precision"]`` and σ = 1/√precision.
     """
 
-    def _init_state(self, group: dict, p: Tensor) -> dict:
+    def _init_state(self, group: Mapping, p: Tensor) -> dict:
         state = self.state[p]
         if "precision" not in state:
             state["step"] = torch.tensor(0.0)
@@ -311,14 +399,13 @@ class PrecisionSampling(WeightSampling):
             )
         return state
 
-    def _group_sampling_std(self, group: dict) -> list[Tensor]:
+    def _group_sampling_std(self, group: Mapping) -> list[Tensor]:
         return torch._foreach_rsqrt(
             [self._init_state(group, p)["precision"] for p in group["params"]]
         )
 
-
-def precision_training_point(
-    params: list[Tensor], state: dict[str, list[Tensor]], c: dict
-) -> list[Tensor]:
-    """θ = μ + ε/√precision: the traced training point of :class:`PrecisionSampling`."""
-    return [x + e * torch.rsqrt(p) for x, p, e in zip(params, state["precision"], state["noise"])]
+    def _training_point(
+        self, group: Mapping, xs: list[Tensor], state: StateTensors, c: tuple
+    ) -> list[Tensor]:
+        """θ = μ + ε/√precision."""
+        return [x + e * torch.rsqrt(p) for x, p, e in zip(xs, state["precision"], state["noise"])]

@@ -12,32 +12,32 @@ A :class:`TraceableStep` makes both explicit:
   graph updates them in place, so eager and compiled steps can alternate and
   ``state_dict()`` is the same either way;
 * ``coefficients(t)`` — every number step t needs (learning rate, bias corrections,
-  ...), computed eagerly. They enter the graph as a tensor, so nothing step-dependent
-  is baked in and a changed learning rate takes effect; :meth:`TraceableStep.advance`
-  then moves the optimizer's step counts (``step_states``) on, as ``step()`` would;
-* ``update(params, grads, state, c)`` — the step as in-place tensor arithmetic;
+  ...) as a NamedTuple of floats, computed eagerly. They enter the graph as tensors, so
+  nothing step-dependent is baked in and a changed learning rate takes effect;
+  :meth:`TraceableStep.advance` then moves the optimizer's step counts (``step_states``)
+  on, as ``step()`` would;
+* ``update(params, grads, state, c)`` — the step, in place;
 * ``training_point(params, state, c)`` — where the gradient for the step is taken:
   θ = μ + σ⊙ε for the variational strategies, μ for the others (as
   :meth:`WeightSampling.training_params`).
 
-``update`` is the rule of the class's ``step()`` written without the fused kernels that
-``step()`` uses for speed (a fused kernel takes its step-dependent numbers as Python
-floats). Tests hold the two equal over several steps for every strategy.
+``update`` is the very rule ``step()`` runs (``WeightSampling._update``): given floats it
+uses torch's foreach and fused kernels, given the graph's tensors plain tensor ops.
+Tests hold the two equal over several steps for every strategy.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from .adam_kernel import adam_moment_update
+from .adam_rule import AdamCoefficients, adam_update_
 
-#: Numbers of one step, as 0-d tensors inside the graph (floats from ``coefficients()``).
-Coefficients = dict[str, Tensor]
+#: Numbers of one step: a NamedTuple of floats, of 0-d tensors inside the graph.
+Coefficients = tuple
 #: State tensors by name, each list aligned with the parameters.
 StateTensors = dict[str, list[Tensor]]
 
@@ -54,7 +54,7 @@ class TraceableStep:
     state: StateTensors
     #: The per-parameter state dicts holding a ``step`` count (none for SGD).
     step_states: list[dict]
-    coefficients: Callable[[int], dict[str, float]]
+    coefficients: Callable[[int], Coefficients]
     update: Callable[[list[Tensor], list[Tensor], StateTensors, Coefficients], None]
     training_point: Callable[[list[Tensor], StateTensors, Coefficients], list[Tensor]]
 
@@ -127,7 +127,7 @@ def adam_traceable_step(optimizer: torch.optim.Adam) -> TraceableStep:
     """torch's ``Adam`` (the critic's optimizer and ``adam-plain``), trained at μ.
 
     torch computes x ← x − α/(1 − γ₁ᵗ) · m/(√s/√(1 − γ₂ᵗ) + δ); multiplying numerator and
-    denominator by √(1 − γ₂ᵗ) gives the folded form of :func:`adam_moment_update` with
+    denominator by √(1 − γ₂ᵗ) gives the folded form of :func:`adam_update_` with
     step size α√(1 − γ₂ᵗ)/(1 − γ₁ᵗ) and δ′ = δ√(1 − γ₂ᵗ).
     """
     group = single_group(optimizer)
@@ -146,15 +146,13 @@ def adam_traceable_step(optimizer: torch.optim.Adam) -> TraceableStep:
             state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         states.append(state)
 
-    def coefficients(step: int) -> dict[str, float]:
-        beta1, beta2 = group["betas"]
-        root = math.sqrt(1.0 - beta2**step)
-        return adam_coefficients(
-            beta1, beta2, group["lr"] * root / (1.0 - beta1**step), group["eps"] * root
-        )
+    def coefficients(step: int) -> AdamCoefficients:
+        return AdamCoefficients.of_torch_adam(step, group["lr"], group["betas"], group["eps"])
 
-    def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: Coefficients) -> None:
-        adam_moment_update(xs, grads, state["exp_avg"], state["exp_avg_sq"], c)
+    def update(
+        xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: AdamCoefficients
+    ) -> None:
+        adam_update_(xs, grads, state["exp_avg"], state["exp_avg_sq"], c)
 
     return TraceableStep(
         params,
@@ -164,14 +162,3 @@ def adam_traceable_step(optimizer: torch.optim.Adam) -> TraceableStep:
         update,
         at_mean,
     )
-
-
-def adam_coefficients(beta1: float, beta2: float, step_size: float, eps: float) -> dict[str, float]:
-    """The numbers :func:`adam_moment_update` reads."""
-    return {
-        "m_weight": 1.0 - beta1,
-        "s_decay": beta2,
-        "s_weight": 1.0 - beta2,
-        "step_size": step_size,
-        "eps": eps,
-    }

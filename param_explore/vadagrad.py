@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from .sampling import PrecisionSampling, precision_training_point, skips_non_finite
-from .traceable import StateTensors, TraceableStep, single_group
+from .sampling import PrecisionSampling
+from .traceable import StateTensors
 from .validation import require_beta, require_positive
 
 
@@ -21,7 +22,7 @@ class VadaGrad(PrecisionSampling, torch.optim.Optimizer):
         μ ← μ − α g / √s              (new s)
         σ = 1 / √s,  s₁ = ``initial_precision`` (1e4 in Table 3)
 
-    No momentum, no prior and no bias correction (``NOTES.md`` item 4). s only grows, so
+    No momentum, no prior and no bias correction (``docs/decisions.md#vadagrad``). s only grows, so
     σ never increases: the search distribution contracts to a point (Sec. 5), which is
     VadaGrad's fast start and its premature convergence in Appendix K.
     """
@@ -40,38 +41,37 @@ class VadaGrad(PrecisionSampling, torch.optim.Optimizer):
         )
         super().__init__(params, defaults)
 
-    @skips_non_finite
-    @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:
-        """One VadaGrad update from ``p.grad`` (∇θF at the current sample); no closure needed."""
-        loss = self._closure_loss(closure)
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            if not params:
-                continue
-            states = [self._init_state(group, p) for p in params]
-            for state in states:
-                state["step"] += 1
-            grads = [p.grad for p in params]
-            precisions = [state["precision"] for state in states]
-            torch._foreach_addcmul_(precisions, grads, grads, value=1.0 - group["beta2"])
-            torch._foreach_addcdiv_(
-                params, grads, torch._foreach_sqrt(precisions), value=-group["lr"]
-            )
-        return loss
+    _state_keys = ("precision",)
 
-    def traceable_step(self) -> TraceableStep:
-        group = single_group(self)
-        params = list(group["params"])
-        states = [self._init_state(group, p) for p in params]
+    def _coefficients(self, group: Mapping, step: int) -> VadaGradCoefficients:
+        return VadaGradCoefficients(group["lr"], 1.0 - group["beta2"])
 
-        def coefficients(step: int) -> dict[str, float]:
-            return {"lr": group["lr"], "s_weight": 1.0 - group["beta2"]}
+    def _update(
+        self,
+        group: Mapping,
+        xs: list[Tensor],
+        grads: list[Tensor],
+        state: StateTensors,
+        c: VadaGradCoefficients,
+    ) -> None:
+        vadagrad_update_(xs, grads, state["precision"], c)
 
-        def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: dict) -> None:
-            for x, g, s in zip(xs, grads, state["precision"]):
-                s.add_(c["s_weight"] * g * g)
-                x.sub_(c["lr"] * g / s.sqrt())
 
-        state = {"precision": [s["precision"] for s in states], "noise": self._group_noise(group)}
-        return TraceableStep(params, state, states, coefficients, update, precision_training_point)
+class VadaGradCoefficients(NamedTuple):
+    """The numbers of one VadaGrad step (floats, or 0-d tensors when traced)."""
+
+    lr: float  # α
+    s_weight: float  # 1 − γ₂
+
+
+def vadagrad_update_(
+    xs: list[Tensor], grads: list[Tensor], precisions: list[Tensor], c: VadaGradCoefficients
+) -> None:
+    """s ← s + (1 − γ₂) g²;  μ ← μ − α g/√s (new s), in place."""
+    if not torch.is_tensor(c.lr):  # eager: one foreach kernel per operation
+        torch._foreach_addcmul_(precisions, grads, grads, value=c.s_weight)
+        torch._foreach_addcdiv_(xs, grads, torch._foreach_sqrt(precisions), value=-c.lr)
+        return
+    for x, g, s in zip(xs, grads, precisions):
+        s.add_(c.s_weight * g * g)
+        x.sub_(c.lr * g / s.sqrt())

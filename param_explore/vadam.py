@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from .adam_kernel import adam_moment_step_, adam_moment_update, advance_steps
-from .sampling import WeightSampling, skips_non_finite
-from .traceable import StateTensors, TraceableStep, adam_coefficients, single_group
+from .adam_rule import AdamCoefficients, adam_update_
+from .sampling import WeightSampling
+from .traceable import StateTensors
 from .validation import require_betas, require_non_negative, require_positive
 
 
@@ -25,9 +25,11 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
         μ ← μ − α √(1 − γ₂ᵗ)/(1 − γ₁ᵗ) · m / (√s + λ/N)           (Fig. 1 l.7-8, Alg. 2 l.9)
         σ = 1 / √(N s + λ + c)            (raw s, not bias-corrected)  (Alg. 2 l.3)
 
-    The bias correction is folded into the step size as in the authors' released code
-    (``NOTES.md`` item 3), which resolves the index typos of Alg. 2 lines 8-9; it equals
-    Fig. 1's m̂/(√ŝ + λ/N) up to a change of the tiny constant λ/N.
+    This is Adam's moment rule (:mod:`param_explore.adam_rule`) with δ = λ/N and the
+    prior term λμ/N in m. The bias correction is folded into the step size as in the
+    authors' released code (``docs/decisions.md#vadam``), which resolves the index typos
+    of Alg. 2 lines 8-9; it equals Fig. 1's m̂/(√ŝ + λ/N) up to a change of the tiny
+    constant λ/N.
 
     Two readings of the same rule:
 
@@ -64,7 +66,9 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
             )
         super().__init__(params, defaults)
 
-    def _init_state(self, p: Tensor) -> dict:
+    _state_keys = ("exp_avg", "exp_avg_sq")
+
+    def _init_state(self, group: Mapping, p: Tensor) -> dict:
         state = self.state[p]
         if "exp_avg" not in state:
             state["step"] = torch.tensor(0.0)
@@ -72,8 +76,8 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
             state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         return state
 
-    def _group_sampling_std(self, group: dict) -> list[Tensor]:
-        second_moments = [self._init_state(p)["exp_avg_sq"] for p in group["params"]]
+    def _group_sampling_std(self, group: Mapping) -> list[Tensor]:
+        second_moments = [self._init_state(group, p)["exp_avg_sq"] for p in group["params"]]
         offset = group["prior_precision"] + group["sample_constant"]
         if group["num_data"] == 1:  # the RL setting: one pass fewer
             stds = torch._foreach_add(second_moments, offset)
@@ -83,58 +87,39 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
         torch._foreach_rsqrt_(stds)
         return stds
 
-    @skips_non_finite
-    @torch.no_grad()
-    def step(self, closure: Callable[[], float] | None = None) -> float | None:
-        """One Vadam update from ``p.grad`` (∇θF at the current sample); no closure needed."""
-        loss = self._closure_loss(closure)
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            states = [self._init_state(p) for p in params]
-            prior = group["prior_precision"] / group["num_data"]
-            for step, idx in advance_steps(states).items():
-                adam_moment_step_(
-                    [params[i] for i in idx],
-                    [params[i].grad for i in idx],
-                    [states[i]["exp_avg"] for i in idx],
-                    [states[i]["exp_avg_sq"] for i in idx],
-                    step,
-                    group["lr"],
-                    group["betas"],
-                    eps=prior,
-                    decay=prior,  # the prior term λμ/N uses the mean *before* this step
-                )
-        return loss
-
-    def traceable_step(self) -> TraceableStep:
-        group = single_group(self)
-        params = list(group["params"])
-        states = [self._init_state(p) for p in params]
-        noises = self._group_noise(group)
-
-        def coefficients(step: int) -> dict[str, float]:
-            beta1, beta2 = group["betas"]
-            prior = group["prior_precision"] / group["num_data"]
-            step_size = group["lr"] * math.sqrt(1.0 - beta2**step) / (1.0 - beta1**step)
-            return {
-                **adam_coefficients(beta1, beta2, step_size, prior),
-                "prior": prior,
-                "num_data": group["num_data"],
-                "sampling_offset": group["prior_precision"] + group["sample_constant"],
-            }
-
-        def update(xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: dict) -> None:
-            adam_moment_update(
-                xs, grads, state["exp_avg"], state["exp_avg_sq"], c, decay=c["prior"]
-            )
-
-        def training_point(xs: list[Tensor], state: StateTensors, c: dict) -> list[Tensor]:
-            return [
-                x + e * torch.rsqrt(c["num_data"] * s + c["sampling_offset"])
-                for x, s, e in zip(xs, state["exp_avg_sq"], state["noise"])
-            ]
-
-        tensors = {key: [s[key] for s in states] for key in ("exp_avg", "exp_avg_sq")}
-        return TraceableStep(
-            params, {**tensors, "noise": noises}, states, coefficients, update, training_point
+    def _coefficients(self, group: Mapping, step: int) -> VadamCoefficients:
+        prior = group["prior_precision"] / group["num_data"]
+        return VadamCoefficients(
+            # δ = λ/N in the denominator and the prior term λμ/N in m (Fig. 1 l.5-8)
+            AdamCoefficients.at_step(step, group["lr"], group["betas"], eps=prior, decay=prior),
+            group["num_data"],
+            group["prior_precision"] + group["sample_constant"],
         )
+
+    def _update(
+        self,
+        group: Mapping,
+        xs: list[Tensor],
+        grads: list[Tensor],
+        state: StateTensors,
+        c: VadamCoefficients,
+    ) -> None:
+        # The prior term λμ/N uses the mean *before* this step.
+        adam_update_(xs, grads, state["exp_avg"], state["exp_avg_sq"], c.adam)
+
+    def _training_point(
+        self, group: Mapping, xs: list[Tensor], state: StateTensors, c: VadamCoefficients
+    ) -> list[Tensor]:
+        """θ = μ + ε/√(N s + λ + c) (Alg. 2 l.3)."""
+        return [
+            x + e * torch.rsqrt(c.num_data * s + c.sampling_offset)
+            for x, s, e in zip(xs, state["exp_avg_sq"], state["noise"])
+        ]
+
+
+class VadamCoefficients(NamedTuple):
+    """The numbers of one Vadam step (floats, or 0-d tensors when traced)."""
+
+    adam: AdamCoefficients  # the moment step, with δ = d = λ/N
+    num_data: float  # N
+    sampling_offset: float  # λ + c

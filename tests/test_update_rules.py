@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from torch.utils import _pytree as pytree
 
 import param_explore as pe
 
@@ -41,7 +42,7 @@ def traced_step(opt, params, loss_of) -> None:
     """One step through ``traceable_step()``: training point, gradient there, update."""
     step = opt.traceable_step()
     numbers = step.coefficients(step.next_step())
-    c = {key: torch.tensor(value, dtype=torch.float32) for key, value in numbers.items()}
+    c = pytree.tree_map(lambda value: torch.tensor(value, dtype=torch.float32), numbers)
     means = [p.detach() for p in params]
     with torch.no_grad():
         point = [t.clone().requires_grad_() for t in step.training_point(means, step.state, c)]
