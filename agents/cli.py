@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         configs = [
             resolve_config(
-                optimizer=opt,
+                strategy=opt,
                 config_file=args.config,
                 set_options=args.set_options,
                 env=args.env,

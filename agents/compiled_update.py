@@ -25,7 +25,6 @@ compare them over several steps for every traceable strategy.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -65,8 +64,6 @@ class CompiledUpdate:
         #: Set by the graph: whether the critic's and the actor's steps were applied
         #: (both are skipped for a non-finite loss or gradient).
         self._applied = torch.ones(2, device=agent.device)
-        #: Seconds spent tracing and compiling (never counted as training time).
-        self.compile_seconds = 0.0
         self.bind()
 
     def bind(self) -> None:
@@ -138,7 +135,6 @@ class CompiledUpdate:
                 self._next_steps[name] += 1
 
     def _compile(self, inputs: list[Tensor], tree: dict) -> None:
-        start = time.perf_counter()
         leaves, self._spec = pytree.tree_flatten(tree)
         assert all(a is b for a, b in zip(leaves, inputs, strict=True))
         try:
@@ -148,7 +144,6 @@ class CompiledUpdate:
             self._compiled = torch._inductor.compile(traced, inputs)
         except Exception as err:  # a missing C++ compiler, an unsupported op, ...
             raise CompilationError(f"{type(err).__name__}: {str(err).strip()[:500]}") from err
-        self.compile_seconds = time.perf_counter() - start
 
     # ------------------------------------------------------------------ the traced update
     def _traced(self, *flat: Tensor) -> tuple[()]:

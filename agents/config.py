@@ -30,11 +30,11 @@ from .strategies import make_action_noise, strategy_optimizer
 
 @dataclass
 class DDPGConfig:
-    """Hyperparameters of the DDPG agent (Appendix K; ``NOTES.md`` items 2, 6, 9)."""
+    """Hyperparameters of the DDPG agent (Appendix K; ``docs/decisions.md``)."""
 
     #: The exploration strategy (``--opt``): a ``param_explore`` optimizer, or an
     #: action-noise baseline trained as ``adam-plain`` (:mod:`agents.strategies`).
-    optimizer: str = "vadam"
+    strategy: str = "vadam"
     #: Overrides of the strategy's optimizer defaults (``param_explore.hyperparameters``).
     optimizer_kwargs: dict[str, Any] = field(default_factory=dict)
     #: Overrides of the action-noise settings (``gaussian-action``, ``ou-action`` only).
@@ -78,7 +78,7 @@ class DDPGConfig:
             len(self.hidden_sizes) >= 2 and all(h > 0 for h in self.hidden_sizes),
             f"hidden_sizes needs at least two positive sizes, got {self.hidden_sizes}",
         )
-        check_strategy(self.optimizer, self.optimizer_kwargs, self.action_noise)
+        check_strategy(self.strategy, self.optimizer_kwargs, self.action_noise)
 
 
 @dataclass
@@ -118,8 +118,8 @@ class TrainConfig(DDPGConfig):
         return DDPGConfig(**{k: v for k, v in dataclasses.asdict(self).items() if k in names})
 
     def run_dir(self) -> Path:
-        """``<logdir>/<env>/<optimizer>[-sb3]/seed<k>``: TensorBoard overlays runs per env."""
-        name = self.optimizer if self.engine == "native" else f"{self.optimizer}-{self.engine}"
+        """``<logdir>/<env>/<strategy>[-sb3]/seed<k>``: TensorBoard overlays runs per env."""
+        name = self.strategy if self.engine == "native" else f"{self.strategy}-{self.engine}"
         return Path(self.logdir) / self.env / name / f"seed{self.seed}"
 
 
@@ -267,7 +267,7 @@ def _check_keys(values: dict[str, Any], source: str) -> None:
 
 
 def resolve_config(
-    optimizer: str | None = None,
+    strategy: str | None = None,
     config_file: str | Path | None = None,
     set_options: list[str] | None = None,
     **flags: Any,
@@ -284,10 +284,10 @@ def resolve_config(
     _check_keys(flag_values, "the command line")
 
     name = (
-        optimizer
-        or set_values.get("optimizer")
-        or file_values.get("optimizer")
-        or TrainConfig.optimizer
+        strategy
+        or set_values.get("strategy")
+        or file_values.get("strategy")
+        or TrainConfig.strategy
     )
     try:
         strategy_optimizer(name)
@@ -297,11 +297,18 @@ def resolve_config(
     _check_keys(preset, f"preset {name}")
 
     values = dataclasses.asdict(TrainConfig())
-    for layer in (preset, file_values, set_values, flag_values, {"optimizer": name}):
+    for layer in (preset, file_values, set_values, flag_values, {"strategy": name}):
         values = _merge(values, layer)
     config = TrainConfig(**values)
     config.validate()
     return config
+
+
+def upgrade_config_keys(values: dict[str, Any]) -> dict[str, Any]:
+    """Earlier versions saved the strategy as ``optimizer``."""
+    if "optimizer" in values and "strategy" not in values:
+        values = {("strategy" if k == "optimizer" else k): v for k, v in values.items()}
+    return values
 
 
 def save_config(config: TrainConfig, path: str | Path) -> None:
@@ -310,8 +317,9 @@ def save_config(config: TrainConfig, path: str | Path) -> None:
 
 
 def load_run_config(path: str | Path) -> TrainConfig:
-    """Read back a ``config.yaml`` written by :func:`save_config`."""
-    values = load_yaml(path)
+    """Read back a ``config.yaml`` written by :func:`save_config` (or by a version that
+    called the strategy ``optimizer``)."""
+    values = upgrade_config_keys(load_yaml(path))
     _check_keys(values, str(path))
     config = TrainConfig(**values)
     config.validate()

@@ -8,8 +8,9 @@ One environment step follows Algorithms 1-2 of Khan et al. 2018 (Appendix K):
    ``gradient_steps`` updates: sample a minibatch (line 5), take an Adam step on the
    critic's TD loss with targets from the target networks (line 6), compute the
    deterministic policy gradient at the *same* θ_t under the updated critic (line 7,
-   ``NOTES.md`` item 1) and hand it to the strategy's ``step()`` (line 8-9), then move the
-   target networks toward the critic and the actor's *mean* μ (line 9-10).
+   ``docs/decisions.md#sample-per-step``) and hand it to the strategy's ``step()``
+   (line 8-9), then move the target networks toward the critic and the actor's *mean* μ
+   (line 9-10).
 
 Noise-free strategies (``sgd-plain``, ``adam-plain``) act with μ and no noise at all. The
 baselines differ only where the comparison needs them to: ``gaussian-action`` and
@@ -42,7 +43,7 @@ import param_explore
 from . import losses
 from .checkpoints import atomic_write, read_checkpoint
 from .compiled_update import CompilationError, CompiledUpdate
-from .config import DDPGConfig
+from .config import DDPGConfig, upgrade_config_keys
 from .envs import env_id, make_env
 from .errors import CheckpointError, ConfigError, NonFiniteDataError
 from .networks import Actor, Critic
@@ -95,7 +96,7 @@ class DDPG:
 
     ``checkpoint_name`` is the file name the training loop uses for this engine.
 
-    >>> agent = DDPG("Pendulum-v1", optimizer="vadam", seed=0)   # doctest: +SKIP
+    >>> agent = DDPG("Pendulum-v1", strategy="vadam", seed=0)   # doctest: +SKIP
     >>> agent.learn(10_000)                                       # doctest: +SKIP
     >>> action = agent.predict(obs, deterministic=True)           # doctest: +SKIP
     """
@@ -145,7 +146,7 @@ class DDPG:
 
         try:
             self.actor_optimizer = param_explore.make_optimizer(
-                strategy_optimizer(cfg.optimizer), self.actor, **cfg.optimizer_kwargs
+                strategy_optimizer(cfg.strategy), self.actor, **cfg.optimizer_kwargs
             )
         except ValueError as err:  # e.g. noisy-kfac on a layer-normalised actor
             raise ConfigError(str(err)) from None
@@ -171,7 +172,7 @@ class DDPG:
         else:
             self.generator.seed()
         self.action_noise = make_action_noise(
-            cfg.optimizer, action_space.shape[0], cfg.action_noise, self.generator
+            cfg.strategy, action_space.shape[0], cfg.action_noise, self.generator
         )
         self._action_low, self._action_high = action_space.low, action_space.high
         self._action_scale = (action_space.high - action_space.low) / 2
@@ -446,10 +447,10 @@ class DDPG:
             raise CheckpointError(
                 f"checkpoint {path} is of env {state['env_id']}, this run's is {self.env_id}"
             )
-        saved = state["config"].get("optimizer")
-        if saved != self.config.optimizer:
+        saved = upgrade_config_keys(state["config"]).get("strategy")
+        if saved != self.config.strategy:
             raise CheckpointError(
-                f"checkpoint {path} trains strategy {saved}, this run {self.config.optimizer}"
+                f"checkpoint {path} trains strategy {saved}, this run {self.config.strategy}"
             )
         try:
             self.load_state_dict(state)
@@ -470,7 +471,7 @@ class DDPG:
         state = read_checkpoint(path)
         agent = cls(
             env if env is not None else state["env_id"],
-            DDPGConfig(**state["config"]),
+            DDPGConfig(**upgrade_config_keys(state["config"])),
             seed=state["seed"],
             device=device,
         )

@@ -70,7 +70,7 @@ class SB3Agent:
         self.config = config
         env = gym.make(env) if isinstance(env, str) else env
         policy_kwargs = dict(
-            optimizer=strategy_optimizer(config.optimizer),
+            strategy=strategy_optimizer(config.strategy),
             actor_optimizer_kwargs=config.optimizer_kwargs,
             net_arch=list(config.hidden_sizes),
             resample=config.resample,
@@ -94,7 +94,7 @@ class SB3Agent:
             gradient_steps=config.gradient_steps,
             policy_kwargs=policy_kwargs,
             action_noise=make_action_noise(
-                config.optimizer,
+                config.strategy,
                 env.action_space.shape[0],
                 config.action_noise,
                 torch.Generator().manual_seed(seed),

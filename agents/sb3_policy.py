@@ -1,7 +1,7 @@
 """``ParamExplorePolicy``: the exploration strategies inside unmodified Stable-Baselines3.
 
     import agents.sb3_policy  # registers the "ParamExplorePolicy" alias for DDPG and TD3
-    model = DDPG("ParamExplorePolicy", env, policy_kwargs=dict(optimizer="vadam"))
+    model = DDPG("ParamExplorePolicy", env, policy_kwargs=dict(strategy="vadam"))
 
 How each requirement is met with SB3's own ``DDPG.train()`` / ``TD3.train()``:
 
@@ -12,9 +12,10 @@ How each requirement is met with SB3's own ``DDPG.train()`` / ``TD3.train()``:
   bare ``optimizer.step()`` applies the strategy's update (the Explore variants derive
   the precision gradient from it and the stored ε).
 * **Same θ for acting and learning.** ``predict(deterministic=False)`` (rollouts) draws a
-  new ε and acts with θ; the next ``train()`` reuses that ε (``NOTES.md`` item 1). With
-  ``resample="episode"``, ε is redrawn by :class:`ParamExploreCallback` at episode ends
-  instead. A VecEnv's environments share one θ per step.
+  new ε and acts with θ; the next ``train()`` reuses that ε
+  (``docs/decisions.md#sample-per-step``). With ``resample="episode"``, ε is redrawn
+  by :class:`ParamExploreCallback` at episode ends instead. A VecEnv's environments
+  share one θ per step.
 * **The mean elsewhere.** The target actor is a separate module with no strategy, so it
   and ``polyak_update`` see μ. ``predict(deterministic=True)`` — ``EvalCallback``,
   ``evaluate_policy`` — acts with μ. Rollouts never change μ or σ.
@@ -23,14 +24,14 @@ How each requirement is met with SB3's own ``DDPG.train()`` / ``TD3.train()``:
   actor's optimizer puts the strategy's learning rate (Table 3, or the override) back
   right before each step, so SB3's ``learning_rate`` is the critic's alone.
 * **Summed policy gradient.** SB3 averages the actor loss over the minibatch. The paper's
-  summed gradient (``NOTES.md`` item 2) is obtained with ``actor_grad_scale=batch_size``,
-  applied to the gradient by the same pre-hook.
+  summed gradient (``docs/decisions.md#summed-gradient``) is obtained with
+  ``actor_grad_scale=batch_size``, applied to the gradient by the same pre-hook.
 * **Other strategies.** ``noisy-kfac`` watches the actor's ``nn.Linear`` layers through
   hooks, so its sampled forward goes through ``functional_call`` (which calls the
   modules) instead of the plain-MLP fast path. ``param-noise`` acts with θ but is trained
   at μ; :class:`ParamExploreCallback` adapts its σ and, with ``resample="episode"`` (its
   preset), redraws the perturbation per episode. The action-noise baselines are
-  ``optimizer="adam-plain"`` plus SB3's own ``action_noise=`` argument (e.g.
+  ``strategy="adam-plain"`` plus SB3's own ``action_noise=`` argument (e.g.
   :class:`agents.action_noise.OrnsteinUhlenbeckActionNoise`).
 * **Saving.** ``model.save`` stores ``actor.optimizer``'s full state (moments, precision,
   noise, step); ``DDPG.load`` rebuilds the strategy from ``policy_kwargs`` and loads it.
@@ -129,7 +130,9 @@ class ParamExploreActor(Actor):
 class ParamExplorePolicy(TD3Policy):
     """TD3/DDPG policy whose actor is trained and explores with a ``param_explore`` strategy.
 
-    :param optimizer: strategy name (``param_explore.available_optimizers()``).
+    :param strategy: the strategy's name (``param_explore.available_optimizers()``); its
+        optimizer is ``actor.optimizer``. (``optimizer=`` is read as ``strategy=``, for
+        models saved by earlier versions.)
     :param actor_optimizer_kwargs: overrides of the strategy's Table 3 defaults.
     :param resample: ``step`` (a new θ every rollout step, the paper) or ``episode``
         (needs :class:`ParamExploreCallback` to redraw at episode ends); None: the
@@ -154,22 +157,24 @@ class ParamExplorePolicy(TD3Policy):
         observation_space: spaces.Space,
         action_space: spaces.Box,
         lr_schedule: Schedule,
-        optimizer: str = "vadam",
+        strategy: str = "vadam",
         actor_optimizer_kwargs: dict[str, Any] | None = None,
         resample: Literal["step", "episode"] | None = None,
         actor_grad_scale: float = 1.0,
         init: Literal["sb3", "khan2018", "lillicrap"] = "sb3",
         layer_norm: bool = False,
+        optimizer: str | None = None,
         **kwargs: Any,
     ) -> None:
-        strategy_class = param_explore.optimizer_class(optimizer)  # unknown names fail here
+        strategy = optimizer or strategy
+        strategy_class = param_explore.optimizer_class(strategy)  # unknown names fail here
         if resample not in ("step", "episode", None):
             raise ValueError(f"resample must be 'step', 'episode' or None, got {resample!r}")
         if init != "sb3" and init not in INIT_SCHEMES:
             schemes = ", ".join(("sb3", *INIT_SCHEMES))
             raise ValueError(f"init must be one of {schemes}, got {init!r}")
         self.init = init
-        self.strategy = optimizer
+        self.strategy = strategy
         self.actor_optimizer_kwargs = dict(actor_optimizer_kwargs or {})
         self.resample = resample or strategy_class.default_resample
         self.actor_grad_scale = require_positive("actor_grad_scale", actor_grad_scale)
@@ -188,12 +193,12 @@ class ParamExplorePolicy(TD3Policy):
                 initialise_critic_(linear_layers(q_network), self.init)
             self.actor_target.load_state_dict(self.actor.state_dict())
             self.critic_target.load_state_dict(self.critic.state_dict())
-        strategy = param_explore.make_optimizer(
+        optimizer = param_explore.make_optimizer(
             self.strategy, self.actor, **self.actor_optimizer_kwargs
         )
-        self._strategy_lrs = [group["lr"] for group in strategy.param_groups]
-        strategy.register_step_pre_hook(self._before_actor_step)
-        self.actor.optimizer = strategy
+        self._strategy_lrs = [group["lr"] for group in optimizer.param_groups]
+        optimizer.register_step_pre_hook(self._before_actor_step)
+        self.actor.optimizer = optimizer
 
     def _before_actor_step(
         self, optimizer: param_explore.WeightSampling, args: Any, kwargs: Any
@@ -206,7 +211,7 @@ class ParamExplorePolicy(TD3Policy):
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
         data.update(
-            optimizer=self.strategy,
+            strategy=self.strategy,
             actor_optimizer_kwargs=self.actor_optimizer_kwargs,
             resample=self.resample,
             actor_grad_scale=self.actor_grad_scale,

@@ -34,7 +34,7 @@ WARMUP = 1000
 
 
 def native(optimizer: str, compile: bool) -> Callable[[int], None]:
-    agent = DDPG(ENV, optimizer=optimizer, seed=0, device="cpu", compile=compile)
+    agent = DDPG(ENV, strategy=optimizer, seed=0, device="cpu", compile=compile)
     agent.learn(WARMUP)  # compiles at the first update when asked to
     return agent.learn
 
@@ -72,7 +72,7 @@ def update_costs(
     """
     agents = {}
     for name in optimizers:
-        agent = DDPG(ENV, optimizer=name, seed=0, device="cpu", compile=compile)
+        agent = DDPG(ENV, strategy=name, seed=0, device="cpu", compile=compile)
         agent.learn(WARMUP)
         agent.actor_optimizer.resample_noise(agent.generator)
         agents[name] = agent

@@ -31,7 +31,7 @@ def make(policy: str) -> DDPG:
     env = gym.make("HalfCheetah-v4")
     if policy == "MlpPolicy":
         return DDPG("MlpPolicy", env, policy_kwargs=dict(net_arch=[400, 300]), **SETTINGS)
-    kwargs = dict(optimizer="vadam", net_arch=[400, 300], actor_grad_scale=64.0)
+    kwargs = dict(strategy="vadam", net_arch=[400, 300], actor_grad_scale=64.0)
     return DDPG(ParamExplorePolicy, env, policy_kwargs=kwargs, **SETTINGS)
 
 

@@ -6,7 +6,7 @@ own state (its second-moment or precision vector). Exploration means evaluating 
 network at a sample θ = μ + σ⊙ε instead of at μ (Khan et al. 2018, Alg. 1-2 line 3).
 
 Three things must hold for DDPG with parameter exploration (Appendix K and the
-authors' released code, ``NOTES.md`` item 1):
+authors' released code, ``docs/decisions.md#sample-per-step``):
 
 * the *same* θ_t acts in the environment at step t and receives that step's actor
   gradient. The noise ε is therefore drawn explicitly with :meth:`resample_noise` and

@@ -16,8 +16,8 @@ from agents.replay_buffer import ReplayBuffer
 SMALL = dict(hidden_sizes=[32, 32], learning_starts=64, batch_size=16)
 
 
-def small_agent(optimizer="vadam", env="Pendulum-v1", seed=0, **overrides):
-    return DDPG(env, seed=seed, device="cpu", optimizer=optimizer, **{**SMALL, **overrides})
+def small_agent(strategy="vadam", env="Pendulum-v1", seed=0, **overrides):
+    return DDPG(env, seed=seed, device="cpu", strategy=strategy, **{**SMALL, **overrides})
 
 
 def test_actor_respects_action_bounds():
@@ -90,7 +90,7 @@ class Recorder:
     "optimizer", ["vadam", "vadagrad", "adam-explore", "sgd-explore", "noisy-adam", "noisy-kfac"]
 )
 def test_actor_gradient_is_taken_at_the_weights_that_acted(optimizer):
-    """NOTES.md item 1: one θ_t per step, used to act and for that step's update."""
+    """One θ_t per step, used to act and for that step's update (decisions: sample-per-step)."""
     agent = small_agent(optimizer, learning_starts=20)
     recorder = Recorder(agent)
     agent.learn(30)
@@ -156,7 +156,7 @@ def test_target_actor_tracks_the_mean_not_the_sample():
 
 
 def test_sum_reduction_scales_the_actor_gradient_by_the_batch_size():
-    """NOTES.md item 2: with the same seed, the summed gradient is batch_size × the mean."""
+    """With the same seed, the summed gradient is batch_size × the mean (summed-gradient)."""
     grads = {}
     for reduction in ("sum", "mean"):
         agent = small_agent("sgd-plain", actor_grad_reduction=reduction, batch_size=16)

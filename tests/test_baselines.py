@@ -18,7 +18,7 @@ NEW = ["noisy-adam", "noisy-kfac", "param-noise", "gaussian-action", "ou-action"
 
 
 def small_agent(optimizer, **overrides):
-    return DDPG("Pendulum-v1", seed=0, device="cpu", optimizer=optimizer, **{**SMALL, **overrides})
+    return DDPG("Pendulum-v1", seed=0, device="cpu", strategy=optimizer, **{**SMALL, **overrides})
 
 
 def test_every_new_strategy_is_registered():

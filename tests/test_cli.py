@@ -61,7 +61,7 @@ def test_short_halfcheetah_run_writes_the_run_directory(tmp_path):
     assert any(name.startswith("events.out.tfevents") for name in files)
 
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert config["optimizer"] == "vadam" and config["seed"] == 1
+    assert config["strategy"] == "vadam" and config["seed"] == 1
     assert config["optimizer_kwargs"]["sample_constant"] == 1e4  # the Table 3 preset
     assert config["hidden_sizes"] == [32, 32] and config["total_steps"] == 2000
 

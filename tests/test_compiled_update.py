@@ -30,7 +30,7 @@ def pair(optimizer: str, **overrides) -> tuple[DDPG, DDPG]:
             "Pendulum-v1",
             seed=0,
             device="cpu",
-            optimizer=optimizer,
+            strategy=optimizer,
             compile=c,
             **SMALL,
             **overrides,
@@ -72,7 +72,7 @@ def test_compiled_update_equals_eager(strategy):
     for key in ("critic", "actor"):
         assert losses_compiled[key] == pytest.approx(losses_eager[key], rel=1e-4)
     # The run must have moved the weights, or the comparison proves nothing.
-    fresh = DDPG("Pendulum-v1", seed=0, device="cpu", optimizer=strategy, **SMALL)
+    fresh = DDPG("Pendulum-v1", seed=0, device="cpu", strategy=strategy, **SMALL)
     assert not torch.allclose(fresh.actor.net[0].weight, compiled.actor.net[0].weight)
 
 
@@ -112,10 +112,10 @@ def test_learning_rate_changed_during_training_takes_effect():
 
 def test_checkpoint_continues_compiled_training_exactly(tmp_path):
     """A compiled agent reloaded from a checkpoint rebinds its graph to the new state."""
-    reference = DDPG("Pendulum-v1", seed=0, device="cpu", optimizer="vadam", compile=True, **SMALL)
+    reference = DDPG("Pendulum-v1", seed=0, device="cpu", strategy="vadam", compile=True, **SMALL)
     reference.learn(80)
     reference.save(tmp_path / "a.pt", include_buffer=True)
-    resumed = DDPG("Pendulum-v1", seed=0, device="cpu", optimizer="vadam", compile=True, **SMALL)
+    resumed = DDPG("Pendulum-v1", seed=0, device="cpu", strategy="vadam", compile=True, **SMALL)
     resumed.learn(70)  # compiles, then loading replaces the optimizers' state tensors
     resumed.load_checkpoint(tmp_path / "a.pt")
     # Step 80 is mid-episode, where a loaded agent starts a new episode: compare the
@@ -129,7 +129,7 @@ def test_checkpoint_continues_compiled_training_exactly(tmp_path):
 
 
 def test_noisy_kfac_trains_eagerly_with_a_warning():
-    agent = DDPG("Pendulum-v1", seed=0, device="cpu", optimizer="noisy-kfac", compile=True, **SMALL)
+    agent = DDPG("Pendulum-v1", seed=0, device="cpu", strategy="noisy-kfac", compile=True, **SMALL)
     with pytest.warns(UserWarning, match="NoisyKFAC has no traced form; training eagerly"):
         agent.learn(STEPS)
     assert not agent.compiled and agent.num_updates == STEPS - SMALL["learning_starts"]

@@ -263,7 +263,7 @@ def test_non_finite_observation_through_the_python_api(tmp_path):
 def poisoned_agent(strategy: str, compile: bool) -> tuple[DDPG, list[bool]]:
     """An agent whose buffer holds one NaN reward, and a record of which minibatches
     contained it (every update with it must be skipped, every other one made)."""
-    agent = DDPG("Pendulum-v1", seed=0, device="cpu", optimizer=strategy, compile=compile,
+    agent = DDPG("Pendulum-v1", seed=0, device="cpu", strategy=strategy, compile=compile,
                  hidden_sizes=[32, 32], batch_size=16)  # fmt: skip
     agent.learn(100)  # 36 updates on clean data
     agent.buffer.rewards[50] = float("nan")  # past the storage check: as a bug would

@@ -162,7 +162,7 @@ def test_interrupted_grid_completes_without_redoing_finished_runs(tmp_path):
 def configs(tmp_path: Path, strategies: list[str]) -> list[TrainConfig]:
     return [
         resolve_config(
-            optimizer=opt,
+            strategy=opt,
             set_options=["hidden_sizes=[32,32]"],
             env="Pendulum-v1",
             total_steps=400,

@@ -141,12 +141,12 @@ def test_agent_uses_the_configured_scheme_and_defaults_to_khan2018():
 
 
 def test_cli_config_selects_the_scheme_and_rejects_unknown_ones():
-    assert resolve_config(optimizer="vadam").init == "khan2018"
-    assert resolve_config(optimizer="adam-plain", set_options=["init=lillicrap"]).init == (
+    assert resolve_config(strategy="vadam").init == "khan2018"
+    assert resolve_config(strategy="adam-plain", set_options=["init=lillicrap"]).init == (
         "lillicrap"
     )
     with pytest.raises(ConfigError, match="init must be one of khan2018, lillicrap"):
-        resolve_config(optimizer="vadam", set_options=["init=xavier"])
+        resolve_config(strategy="vadam", set_options=["init=xavier"])
 
 
 def test_sb3_policy_init_kwarg():

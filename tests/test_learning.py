@@ -23,7 +23,7 @@ def test_vadam_ddpg_swings_up_the_pendulum():
         "Pendulum-v1",
         seed=0,
         device="cpu",
-        optimizer="vadam",
+        strategy="vadam",
         optimizer_kwargs={"lr": 1e-3},
         hidden_sizes=[64, 64],
         tau=5e-3,

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def eval_after(optimizer: str, steps: int) -> float:
-    agent = DDPG("HalfCheetah-v4", optimizer=optimizer, seed=0, device="cpu")
+    agent = DDPG("HalfCheetah-v4", strategy=optimizer, seed=0, device="cpu")
     agent.learn(steps)
     return evaluate(agent, gym.make("HalfCheetah-v4"), 20, seed=1_000_000)[0]
 

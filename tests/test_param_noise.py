@@ -23,8 +23,8 @@ from agents.networks import Actor
 SMALL = dict(hidden_sizes=[32, 32], batch_size=16)
 
 
-def agent(optimizer="param-noise", **overrides):
-    return DDPG("Pendulum-v1", seed=0, device="cpu", optimizer=optimizer, **{**SMALL, **overrides})
+def agent(strategy="param-noise", **overrides):
+    return DDPG("Pendulum-v1", seed=0, device="cpu", strategy=strategy, **{**SMALL, **overrides})
 
 
 def acting_weights(agent: DDPG) -> list[torch.Tensor]:
@@ -114,23 +114,23 @@ def test_per_episode_perturbation_is_the_default_wherever_param_noise_is_built()
     assert agent().resample == "episode"
     assert agent("vadam").resample == "step"
     assert agent(resample="step").resample == "step"  # an explicit choice wins
-    assert resolve_config(optimizer="param-noise").resample == "episode"
-    assert resolve_config(optimizer="vadam").resample is None  # → the strategy's own
+    assert resolve_config(strategy="param-noise").resample == "episode"
+    assert resolve_config(strategy="vadam").resample is None  # → the strategy's own
     model = SB3DDPG(
         "ParamExplorePolicy",
         "Pendulum-v1",
-        policy_kwargs=dict(optimizer="param-noise", net_arch=[8, 8]),
+        policy_kwargs=dict(strategy="param-noise", net_arch=[8, 8]),
         device="cpu",
     )
     assert model.policy.resample == "episode"
 
 
 def test_param_noise_preset_uses_a_layer_normalised_actor():
-    config = resolve_config(optimizer="param-noise")
+    config = resolve_config(strategy="param-noise")
     assert config.layer_norm
     a = DDPG("Pendulum-v1", config.agent_config(), seed=0, device="cpu")
     assert [type(m).__name__ for m in a.actor.norms] == ["LayerNorm", "LayerNorm"]
-    assert not resolve_config(optimizer="vadam").layer_norm
+    assert not resolve_config(strategy="vadam").layer_norm
 
 
 def test_noisy_kfac_refuses_a_layer_normalised_actor_clearly():
@@ -142,7 +142,7 @@ def test_sb3_policy_layer_norm_and_param_noise():
     model = SB3DDPG(
         "ParamExplorePolicy",
         "Pendulum-v1",
-        policy_kwargs=dict(optimizer="param-noise", net_arch=[16, 16], layer_norm=True),
+        policy_kwargs=dict(strategy="param-noise", net_arch=[16, 16], layer_norm=True),
         learning_starts=32,
         batch_size=16,
         seed=0,

@@ -7,7 +7,14 @@ import dataclasses
 import pytest
 
 import param_explore as pe
-from agents.config import TrainConfig, load_yaml, preset_path, resolve_config
+from agents.config import (
+    TrainConfig,
+    load_run_config,
+    load_yaml,
+    preset_path,
+    resolve_config,
+    save_config,
+)
 from agents.strategies import action_noise_parameters, available_strategies, strategy_optimizer
 
 
@@ -18,7 +25,7 @@ def test_ddpg_yaml_equals_the_dataclass_defaults():
 @pytest.mark.parametrize("name", available_strategies())
 def test_every_strategy_has_a_preset_restating_its_defaults(name):
     preset = load_yaml(preset_path(name))
-    assert preset["optimizer"] == name
+    assert preset["strategy"] == name
     defaults = pe.hyperparameters(strategy_optimizer(name))
     kwargs = preset["optimizer_kwargs"]
     assert set(kwargs) == set(defaults)
@@ -26,11 +33,22 @@ def test_every_strategy_has_a_preset_restating_its_defaults(name):
         expected = defaults[key]
         assert (list(expected) if isinstance(expected, tuple) else expected) == value, key
     assert preset.get("action_noise", {}) == action_noise_parameters(name)
-    config = resolve_config(optimizer=name)
-    assert config.optimizer == name
+    config = resolve_config(strategy=name)
+    assert config.strategy == name
 
 
 def test_parameter_noise_preset_resamples_per_episode():
-    assert resolve_config(optimizer="param-noise").resample == "episode"
-    assert resolve_config(optimizer="noisy-kfac").resample is None  # the strategy's own:
+    assert resolve_config(strategy="param-noise").resample == "episode"
+    assert resolve_config(strategy="noisy-kfac").resample is None  # the strategy's own:
     assert pe.optimizer_class("noisy-kfac").default_resample == "step"
+
+
+def test_a_run_config_saved_with_the_old_strategy_key_still_loads(tmp_path):
+    """Earlier versions saved the strategy as ``optimizer``; such runs still resume."""
+    config = resolve_config(strategy="adam-explore")
+    path = tmp_path / "config.yaml"
+    save_config(config, path)
+    text = path.read_text()
+    path.write_text(text.replace("strategy: adam-explore", "optimizer: adam-explore"))
+    assert "optimizer: adam-explore" in path.read_text()
+    assert load_run_config(path) == config

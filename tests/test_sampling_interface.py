@@ -112,7 +112,7 @@ def test_nested_sampled_params_restore_each_level(name):
 
 @pytest.mark.parametrize("name", EXPLORING)
 def test_same_theta_until_resampled(name):
-    """NOTES.md item 1: acting and the gradient step share one θ_t."""
+    """docs/decisions.md#sample-per-step: acting and the gradient step share one θ_t."""
     net, opt = warmed_up(name)
     opt.resample_noise()
     first = [t.detach().clone() for t in opt.sample()]

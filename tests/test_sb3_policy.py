@@ -32,8 +32,8 @@ STRATEGIES = param_explore.available_optimizers()
 ENV = "Pendulum-v1"
 
 
-def make_model(algo=DDPG, optimizer="vadam", seed=0, env=ENV, **kwargs):
-    policy_kwargs = dict(optimizer=optimizer, net_arch=[32, 32])
+def make_model(algo=DDPG, strategy="vadam", seed=0, env=ENV, **kwargs):
+    policy_kwargs = dict(strategy=strategy, net_arch=[32, 32])
     policy_kwargs.update(kwargs.pop("policy_kwargs", {}))
     return algo(
         "ParamExplorePolicy",
@@ -73,13 +73,13 @@ def test_every_strategy_runs(algo, optimizer):
 
 
 def test_policy_alias_and_class_are_the_same_policy():
-    by_class = DDPG(ParamExplorePolicy, ENV, policy_kwargs=dict(optimizer="vadagrad"))
+    by_class = DDPG(ParamExplorePolicy, ENV, policy_kwargs=dict(strategy="vadagrad"))
     assert type(by_class.policy) is type(make_model().policy)
     assert isinstance(by_class.policy.actor.optimizer, param_explore.VadaGrad)
 
 
 def test_actor_learning_rate_is_the_strategy_s_own():
-    model = make_model(optimizer="vadagrad", learning_rate=3e-3)
+    model = make_model(strategy="vadagrad", learning_rate=3e-3)
     model.learn(200)
     assert model.policy.actor.optimizer.param_groups[0]["lr"] == 1e-2  # Table 3
     assert model.policy.critic.optimizer.param_groups[0]["lr"] == 3e-3  # SB3's schedule
@@ -143,7 +143,7 @@ def test_gradient_reaching_the_optimizer_is_the_gradient_at_the_sample(optimizer
     kwargs = dict(actor_grad_scale=1.0)
     if extractor is not None:
         kwargs["features_extractor_class"] = extractor
-    model = make_model(optimizer=optimizer, policy_kwargs=kwargs)
+    model = make_model(strategy=optimizer, policy_kwargs=kwargs)
     model.learn(200)
     policy = model.policy
     strategy = policy.actor.optimizer
@@ -173,7 +173,7 @@ def test_gradient_reaching_the_optimizer_is_the_gradient_at_the_sample(optimizer
 def test_noisy_kfac_sees_the_actor_layers_inside_sb3_training():
     # A small starting precision, so that the Fisher term visibly shapes σ.
     kwargs = dict(stats_interval=1, inverse_interval=10, initial_precision=1.0)
-    model = make_model(optimizer="noisy-kfac", policy_kwargs=dict(actor_optimizer_kwargs=kwargs))
+    model = make_model(strategy="noisy-kfac", policy_kwargs=dict(actor_optimizer_kwargs=kwargs))
     model.learn(200)
     strategy = model.policy.actor.optimizer
     counts = {float(strategy.state[m.weight]["stats_updates"]) for m in strategy._layers}
@@ -188,7 +188,7 @@ def test_noisy_kfac_statistics_under_sb3_equal_the_summed_losses():
     S = β·T_stats·M·Σ_i ds_i ds_iᵀ, ds = ∂(Σ loss)/∂s of the output layer."""
     rows = 16
     kwargs = dict(actor_optimizer_kwargs=dict(stats_interval=1), actor_grad_scale=rows)
-    policy = make_model(optimizer="noisy-kfac", policy_kwargs=kwargs).policy
+    policy = make_model(strategy="noisy-kfac", policy_kwargs=kwargs).policy
     actor, strategy = policy.actor, policy.actor.optimizer
     obs = torch.as_tensor(observations(rows))
     thetas = [t.detach().clone() for t in strategy.sample()]
@@ -224,7 +224,7 @@ def test_noisy_kfac_statistics_under_sb3_equal_the_summed_losses():
 
 def test_param_noise_trains_the_mean_and_adapts_with_the_callback():
     kwargs = dict(initial_std=1e-4, adaptation_interval=10)
-    model = make_model(optimizer="param-noise", policy_kwargs=dict(actor_optimizer_kwargs=kwargs))
+    model = make_model(strategy="param-noise", policy_kwargs=dict(actor_optimizer_kwargs=kwargs))
     model.learn(200, callback=ParamExploreCallback())
     strategy = model.policy.actor.optimizer
     # Adapted at steps 40, 50, ..., 200 (once the buffer holds a 32-batch), all below δ.
@@ -248,7 +248,7 @@ def test_param_noise_trains_the_mean_and_adapts_with_the_callback():
 
 def test_action_noise_baseline_is_adam_plain_plus_sb3_action_noise():
     noise = OrnsteinUhlenbeckActionNoise(1, generator=torch.Generator().manual_seed(0))
-    model = make_model(optimizer="adam-plain", action_noise=noise)
+    model = make_model(strategy="adam-plain", action_noise=noise)
     model.learn(300)
     # SB3 added one draw of our process to every one of the 300 rollout actions ...
     reference = torch.Generator().manual_seed(0)
@@ -259,7 +259,7 @@ def test_action_noise_baseline_is_adam_plain_plus_sb3_action_noise():
 
 
 def test_actor_grad_scale_multiplies_the_gradient_before_the_step():
-    model = make_model(optimizer="sgd-plain", policy_kwargs=dict(actor_grad_scale=32.0))
+    model = make_model(strategy="sgd-plain", policy_kwargs=dict(actor_grad_scale=32.0))
     model.learn(100)
     actor = model.policy.actor
     for p in actor.parameters():
@@ -283,7 +283,7 @@ def test_same_seed_same_result():
 
 
 def test_model_save_load_in_a_fresh_process_and_continue(tmp_path):
-    model = make_model(optimizer="vadam")
+    model = make_model(strategy="vadam")
     model.learn(300)
     model.save(tmp_path / "model.zip")
     obs = observations()
@@ -319,7 +319,7 @@ def test_model_save_load_in_a_fresh_process_and_continue(tmp_path):
 
 
 def test_in_process_load_restores_optimizer_state(tmp_path):
-    model = make_model(optimizer="adam-explore")
+    model = make_model(strategy="adam-explore")
     model.learn(300)
     model.save(tmp_path / "model.zip")
     loaded = DDPG.load(tmp_path / "model.zip", env=gym.make(ENV), device="cpu")
@@ -383,7 +383,7 @@ def test_per_episode_resampling_with_the_callback():
 
 def test_bad_policy_arguments():
     with pytest.raises(ValueError, match="unknown optimizer 'vadamm'"):
-        make_model(optimizer="vadamm")
+        make_model(strategy="vadamm")
     with pytest.raises(ValueError, match="resample must be"):
         make_model(policy_kwargs=dict(resample="sometimes"))
     with pytest.raises(ValueError, match="lr must be"):
@@ -402,7 +402,7 @@ def test_rl_zoo3_hyperparameter_file(tmp_path):
           batch_size: 64
           tau: 0.001
           learning_starts: 64
-          policy_kwargs: "dict(optimizer='vadagrad', net_arch=[32, 32], actor_grad_scale=64)"
+          policy_kwargs: "dict(strategy='vadagrad', net_arch=[32, 32], actor_grad_scale=64)"
           callback: agents.sb3_policy.ParamExploreCallback
         """)
     )

@@ -100,7 +100,7 @@ def assert_trajectories_close(actual, expected, rtol=2e-5, atol=1e-7):
 
 # ----------------------------------------------------------------------------- references
 def reference_vadam(lr=1e-4, g1=0.9, g2=0.999, lam=1e-8, c=1e4, n=1.0, steps=STEPS):
-    """Alg. 2 / Fig. 1 as the released code orders it (NOTES.md item 3)."""
+    """Alg. 2 / Fig. 1 as the released code orders it (docs/decisions.md#vadam)."""
     a, b = quadratic_coefficients()
     mu = initial_means()
     m = [np.zeros(s) for s in SHAPES]
@@ -123,7 +123,7 @@ def reference_vadam(lr=1e-4, g1=0.9, g2=0.999, lam=1e-8, c=1e4, n=1.0, steps=STE
 
 
 def reference_vadagrad(lr=1e-2, g2=0.99, s1=1e4, steps=STEPS):
-    """Eq. 96 / Alg. 1 line 8 (NOTES.md item 4)."""
+    """Eq. 96 / Alg. 1 line 8 (docs/decisions.md#vadagrad)."""
     a, b = quadratic_coefficients()
     mu = initial_means()
     s_ = [np.full(s, s1) for s in SHAPES]
