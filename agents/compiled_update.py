@@ -26,21 +26,17 @@ compare them over several steps for every traceable strategy.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
-from torch import Tensor, fx
+from torch import Tensor, fx, nn
 from torch.func import functional_call, functionalize, grad_and_value
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
-from param_explore.traceable import TraceableStep, adam_traceable_step
+from param_explore.traceable import Coefficients, StateTensors, TraceableStep, adam_traceable_step
 
-from . import losses
 from .replay_buffer import Batch
-
-if TYPE_CHECKING:
-    from .ddpg import DDPG
+from .update import Learner, LossOf, UpdateTensors, ddpg_update
 
 
 class CompilationError(RuntimeError):
@@ -48,22 +44,20 @@ class CompilationError(RuntimeError):
 
 
 class CompiledUpdate:
-    """``agent.train_step``'s update, compiled; call with a minibatch.
+    """:func:`agents.update.ddpg_update` on a :class:`Learner`, compiled; call with a
+    minibatch.
 
     Raises ``param_explore.traceable.UntraceableOptimizerError`` when the actor's
     strategy has no traced form (the agent then trains eagerly).
     """
 
-    def __init__(self, agent: DDPG) -> None:
-        self._agent = agent
-        cfg = agent.config
-        self._gamma, self._tau = cfg.gamma, cfg.tau
-        self._reduction = cfg.actor_grad_reduction
+    def __init__(self, learner: Learner) -> None:
+        self._learner = learner
         self._coefficient_layout: dict[str, pytree.TreeSpec] = {}
         self._compiled: Callable[..., object] | None = None
         #: Set by the graph: whether the critic's and the actor's steps were applied
         #: (both are skipped for a non-finite loss or gradient).
-        self._applied = torch.ones(2, device=agent.device)
+        self._applied = torch.ones(2, device=learner.loss_sums.device)
         self.bind()
 
     def bind(self) -> None:
@@ -71,32 +65,25 @@ class CompiledUpdate:
 
         Call again whenever the optimizers' state may have been replaced or stepped
         outside this graph (``DDPG.load_state_dict`` does)."""
-        agent = self._agent
-        self._critic_step = adam_traceable_step(agent.critic_optimizer)
-        self._actor_step = agent.actor_optimizer.traceable_step()
+        learner = self._learner
+        self._critic_step = adam_traceable_step(learner.critic_optimizer)
+        self._actor_step = learner.actor_optimizer.traceable_step()
         # Step numbers are read from the optimizers' state once and then counted here:
         # reading a step tensor on a GPU every update would synchronise with it.
         self._next_steps = {
             "critic": self._critic_step.next_step(),
             "actor": self._actor_step.next_step(),
         }
-        # Parameters in the optimizers' order, named as in the modules (for
-        # functional_call) and paired with their targets by name.
-        self._critic_names = _names(agent.critic, self._critic_step.params)
-        self._actor_names = _names(agent.actor, self._actor_step.params)
-        target_critic = dict(agent.target_critic.named_parameters())
-        target_actor = dict(agent.target_actor.named_parameters())
+        t = learner.tensors()
         self._state = {
-            "critic": [p.detach() for p in self._critic_step.params],
-            "actor": [p.detach() for p in self._actor_step.params],
-            "target_critic": [target_critic[n].detach() for n in self._critic_names],
-            "target_actor": [target_actor[n].detach() for n in self._actor_names],
+            "tensors": [[p.detach() for p in ps] for ps in
+                        (t.critic, t.actor, t.target_critic, t.target_actor)],
+            "loss_sums": t.loss_sums,
             "critic_state": self._critic_step.state,
             "actor_state": self._actor_step.state,
-            "actor_buffers": {n: b.detach() for n, b in agent.actor.named_buffers()},
-            "loss_sums": agent._loss_sums,
+            "actor_buffers": {n: b.detach() for n, b in learner.actor.named_buffers()},
             "applied": self._applied,
-        }
+        }  # fmt: skip
         # The leaves the graph reads every call, flattened once; the minibatch and the
         # step's numbers are appended per call.
         self._static_inputs = pytree.tree_leaves(self._state)
@@ -105,7 +92,7 @@ class CompiledUpdate:
         """The numbers of ``step``'s coming step in one tensor (their layout remembered)."""
         numbers, layout = pytree.tree_flatten(step.coefficients(self._next_steps[name]))
         self._coefficient_layout.setdefault(name, layout)  # the graph's, fixed at tracing
-        return torch.tensor(numbers, dtype=torch.float32, device=self._agent.device)
+        return torch.tensor(numbers, dtype=torch.float32, device=self._applied.device)
 
     @torch.no_grad()
     def __call__(self, batch: Batch) -> None:
@@ -125,7 +112,7 @@ class CompiledUpdate:
         # is free on a CPU (a sync on a GPU).
         critic_applied, actor_applied = self._applied.tolist()
         if not actor_applied:
-            self._agent._skipped += 1
+            self._learner.skipped += 1
         for name, step, applied in (
             ("critic", self._critic_step, critic_applied),
             ("actor", self._actor_step, actor_applied),
@@ -145,65 +132,98 @@ class CompiledUpdate:
         except Exception as err:  # a missing C++ compiler, an unsupported op, ...
             raise CompilationError(f"{type(err).__name__}: {str(err).strip()[:500]}") from err
 
-    # ------------------------------------------------------------------ the traced update
     def _traced(self, *flat: Tensor) -> tuple[()]:
-        self._update(pytree.tree_unflatten(list(flat), self._spec))
-        return ()
-
-    def _update(self, inputs: dict) -> None:
-        """One DDPG update (as ``DDPG._eager_update``) on the input tensors, in place."""
-        critic_step, actor_step = self._critic_step, self._actor_step
+        """:func:`ddpg_update` on the graph's inputs (traced once, with fake tensors)."""
+        inputs = pytree.tree_unflatten(list(flat), self._spec)
         critic_c, actor_c = (
             pytree.tree_unflatten(list(packed.unbind()), self._coefficient_layout[name])
             for name, packed in zip(("critic", "actor"), inputs["coefficients"])
         )
-        obs, actions, rewards, next_obs, terminated = inputs["batch"]
-        t = inputs["state"]
+        s = inputs["state"]
+        tensors = UpdateTensors(*s["tensors"], s["loss_sums"])
+        run = TracedExecution(
+            self._learner.critic,
+            self._learner.actor,
+            _names(self._learner.critic, self._critic_step.params),
+            _names(self._learner.actor, self._actor_step.params),
+            s["actor_buffers"],
+            (self._critic_step, s["critic_state"], critic_c),
+            (self._actor_step, s["actor_state"], actor_c),
+            s["applied"],
+        )
+        ddpg_update(tensors, inputs["batch"], self._learner.settings, run)
+        return ()
 
+
+class TracedExecution:
+    """:func:`ddpg_update` as a graph: functional networks, ``grad_and_value``, the
+    optimizers' ``TraceableStep``s, and a skipped step as a select (no host decision)."""
+
+    def __init__(
+        self,
+        critic: nn.Module,
+        actor: nn.Module,
+        critic_names: list[str],
+        actor_names: list[str],
+        actor_buffers: dict[str, Tensor],
+        critic_step: tuple[TraceableStep, StateTensors, Coefficients],
+        actor_step: tuple[TraceableStep, StateTensors, Coefficients],
+        applied: Tensor,
+    ) -> None:
+        self._critic, self._actor = critic, actor
+        self._critic_names, self._actor_names = critic_names, actor_names
+        self._buffers = actor_buffers
+        self._critic_step, self._actor_step = critic_step, actor_step
+        self._applied = applied
+
+    def q_value(self, critic: list[Tensor], obs: Tensor, actions: Tensor) -> Tensor:
+        return functional_call(self._critic, dict(zip(self._critic_names, critic)), (obs, actions))
+
+    def action(self, actor: list[Tensor], obs: Tensor) -> Tensor:
+        params = {**dict(zip(self._actor_names, actor)), **self._buffers}
+        return functional_call(self._actor, params, (obs,))
+
+    target_action = action
+
+    def loss_and_grads(self, loss_of: LossOf, at: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        grads, loss = grad_and_value(loss_of)(at)
+        return loss, grads
+
+    def critic_point(self, critic: list[Tensor]) -> list[Tensor]:
+        return critic
+
+    def actor_point(self, actor: list[Tensor]) -> list[Tensor]:
+        step, state, c = self._actor_step
         with torch.no_grad():
-            next_actions = self._action(t["target_actor"], t["actor_buffers"], next_obs)
-            next_q = self._q_value(t["target_critic"], next_obs, next_actions)
-            target = losses.td_target(rewards, terminated, next_q, self._gamma)
+            return step.training_point(actor, state, c)
 
-        def critic_loss(critic: list[Tensor]) -> Tensor:
-            return losses.critic_loss(self._q_value(critic, obs, actions), target)
+    def step_critic(self, critic: list[Tensor], grads: list[Tensor], ok: Tensor) -> None:
+        self._step(self._critic_step, critic, grads, ok, 0)
 
-        critic_grads, critic_loss_value = grad_and_value(critic_loss)(t["critic"])
-        critic_ok = losses.all_finite(critic_loss_value, critic_grads)
+    def step_actor(self, actor: list[Tensor], grads: list[Tensor], ok: Tensor) -> None:
+        self._step(self._actor_step, actor, grads, ok, 1)
+
+    def _step(
+        self,
+        step_state_c: tuple[TraceableStep, StateTensors, Coefficients],
+        params: list[Tensor],
+        grads: list[Tensor],
+        ok: Tensor,
+        slot: int,
+    ) -> None:
+        step, state, c = step_state_c
         with torch.no_grad():
-            _applied_if(critic_ok, [t["critic"], t["critic_state"]], critic_step.update,
-                        t["critic"], critic_grads, t["critic_state"], critic_c)  # fmt: skip
-            point = actor_step.training_point(t["actor"], t["actor_state"], actor_c)
+            _applied_if(ok, [params, state], step.update, params, grads, state, c)
+            self._applied[slot].copy_(ok)
 
-        def actor_loss(theta: list[Tensor]) -> Tensor:
-            # F at the training point (θ that acted, or μ) under the updated critic, whose
-            # weights are constants here: no critic weight gradients are computed.
-            q = self._q_value(t["critic"], obs, self._action(theta, t["actor_buffers"], obs))
-            return losses.actor_loss(q, self._reduction)
+    def lerp_targets(
+        self, targets: list[Tensor], online: list[Tensor], tau: float, ok: Tensor
+    ) -> None:
+        for target, param in zip(targets, online):
+            target.copy_(torch.where(ok, target.lerp(param, tau), target))
 
-        actor_grads, actor_loss_value = grad_and_value(actor_loss)(point)
-        ok = critic_ok & losses.all_finite(actor_loss_value, actor_grads)
-
-        with torch.no_grad():
-            _applied_if(ok, [t["actor"], t["actor_state"]], actor_step.update,
-                        t["actor"], actor_grads, t["actor_state"], actor_c)  # fmt: skip
-            for targets, online in (("target_critic", "critic"), ("target_actor", "actor")):
-                for target_param, param in zip(t[targets], t[online]):
-                    # toward the critic and μ, unless the update was skipped
-                    target_param.copy_(torch.where(ok, target_param.lerp(param, self._tau),
-                                                   target_param))  # fmt: skip
-            count = torch.ones((), device=critic_loss_value.device)
-            sums = torch.stack([critic_loss_value, actor_loss_value, count])
-            t["loss_sums"].add_(torch.where(ok, sums, torch.zeros_like(sums)))
-            t["applied"].copy_(torch.stack([critic_ok, ok]).to(t["applied"].dtype))
-
-    def _q_value(self, critic: list[Tensor], obs: Tensor, actions: Tensor) -> Tensor:
-        params = dict(zip(self._critic_names, critic))
-        return functional_call(self._agent.critic, params, (obs, actions))
-
-    def _action(self, actor: list[Tensor], buffers: dict[str, Tensor], obs: Tensor) -> Tensor:
-        params = {**dict(zip(self._actor_names, actor)), **buffers}
-        return functional_call(self._agent.actor, params, (obs,))
+    def add_losses(self, sums: Tensor, values: Tensor, ok: Tensor) -> None:
+        sums.add_(torch.where(ok, values, torch.zeros_like(values)))
 
 
 def _applied_if(ok: Tensor, mutated: list, update: Callable[..., None], *args: object) -> None:

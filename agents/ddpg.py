@@ -27,8 +27,6 @@ import copy
 import dataclasses
 import math
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,19 +34,19 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 import param_explore
 
-from . import losses
 from .checkpoints import atomic_write, read_checkpoint
 from .compiled_update import CompilationError, CompiledUpdate
 from .config import DDPGConfig, upgrade_config_keys
 from .envs import env_id, make_env
 from .errors import CheckpointError, ConfigError, NonFiniteDataError
 from .networks import Actor, Critic
-from .replay_buffer import Batch, ReplayBuffer
+from .replay_buffer import ReplayBuffer
 from .strategies import make_action_noise, strategy_optimizer
+from .update import Learner, UpdateSettings, eager_update
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -76,19 +74,6 @@ class Callback:
 
     def on_training_end(self, agent: DDPG) -> None:
         """Once after the last step, also when training stops early or is interrupted."""
-
-
-@contextmanager
-def _frozen(module: nn.Module) -> Iterator[None]:
-    """No weight gradients for ``module`` (the critic during the actor step: ~10 % FLOPs)."""
-    params = list(module.parameters())
-    for p in params:
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p in params:
-            p.requires_grad_(True)
 
 
 class DDPG:
@@ -141,8 +126,6 @@ class DDPG:
         self.critic.to(self.device)
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self._online_params = [*self.critic.parameters(), *self.actor.parameters()]
-        self._target_params = [*self.target_critic.parameters(), *self.target_actor.parameters()]
 
         try:
             self.actor_optimizer = param_explore.make_optimizer(
@@ -183,12 +166,20 @@ class DDPG:
         self._obs: np.ndarray | None = None
         self._episode_return = 0.0
         self._episode_length = 0
-        # Running sums of (critic loss, actor loss, count) kept on the device: reading
-        # them every step would force a host sync per update.
-        self._loss_sums = torch.zeros(3, device=self.device)
-        # Updates skipped for a non-finite loss or gradient, counted where they happen
-        # (eagerly or inside the compiled graph).
-        self._skipped = torch.zeros((), device=self.device)
+        # What updates work on (agents.update): these networks and optimizers, and the
+        # running loss sums and skip count, kept on the device (reading them every step
+        # would force a host sync per update).
+        self.learner = Learner(
+            self.actor,
+            self.critic,
+            self.target_actor,
+            self.target_critic,
+            self.actor_optimizer,
+            self.critic_optimizer,
+            UpdateSettings(cfg.gamma, cfg.tau, cfg.actor_grad_reduction),
+            loss_sums=torch.zeros(3, device=self.device),
+            skipped=torch.zeros((), device=self.device),
+        )
         # Built at the first update (the strategy's state, ε included, exists by then).
         self._compiled_update: CompiledUpdate | None = None
         self._compile_pending = cfg.compile
@@ -290,7 +281,7 @@ class DDPG:
     @property
     def skipped_updates(self) -> int:
         """Updates skipped so far because a loss or gradient was not finite."""
-        return int(self._skipped.item())
+        return int(self.learner.skipped.item())
 
     def train_step(self) -> None:
         """One DDPG update (Alg. 1-2 lines 5-10) at the current weight sample."""
@@ -299,19 +290,19 @@ class DDPG:
             self._compile_pending = False
             self._compiled_update = self._make_compiled_update()
         if self._compiled_update is None:
-            self._eager_update(batch)
+            eager_update(self.learner, batch)
         else:
             try:
                 self._compiled_update(batch)
             except CompilationError as err:  # only the first call compiles
                 warnings.warn(f"compile failed, training eagerly: {err}", stacklevel=2)
                 self._compiled_update = None
-                self._eager_update(batch)
+                eager_update(self.learner, batch)
         self.num_updates += 1
 
     def _make_compiled_update(self) -> CompiledUpdate | None:
         try:
-            return CompiledUpdate(self)
+            return CompiledUpdate(self.learner)
         except param_explore.UntraceableOptimizerError as err:
             warnings.warn(f"compile: {err}; training eagerly", stacklevel=3)
             return None
@@ -320,51 +311,6 @@ class DDPG:
     def compiled(self) -> bool:
         """Whether updates run as one compiled graph (``compile=True`` and a traced strategy)."""
         return self._compiled_update is not None
-
-    def _eager_update(self, batch: Batch) -> None:
-        """The update of :meth:`train_step` op by op (what the compiled graph fuses).
-
-        A non-finite critic loss or gradient skips the whole update, a non-finite actor
-        loss or gradient the actor's step and the target update (the strategy's step
-        guards itself): nothing non-finite reaches a weight or an optimizer's state.
-        """
-        cfg = self.config
-        with torch.no_grad():
-            next_q = self.target_critic(batch.next_obs, self.target_actor(batch.next_obs))
-            target = losses.td_target(batch.rewards, batch.terminated, next_q, cfg.gamma)
-        critic_loss = losses.critic_loss(self.critic(batch.obs, batch.actions), target)
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        if not bool(losses.all_finite(critic_loss, [p.grad for p in self.critic.parameters()])):
-            self._skipped += 1
-            return
-        self.critic_optimizer.step()
-
-        # The actor runs at θ = μ + σ⊙ε with the step's ε — the weights that acted
-        # (docs/decisions.md#sample-per-step) — written into its parameters, so backward
-        # leaves ∇θF(θ) in their .grad and strategies that watch the layers (noisy K-FAC)
-        # see them run.
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        with self.actor_optimizer.training_params(), _frozen(self.critic):
-            q = self.critic(batch.obs, self.actor(batch.obs))
-            actor_loss = losses.actor_loss(q, cfg.actor_grad_reduction)
-            actor_loss.backward()
-        actor_ok = bool(torch.isfinite(actor_loss))
-        if actor_ok:
-            skipped_before = self.actor_optimizer.skipped_steps
-            self.actor_optimizer.step()  # skips itself on a non-finite gradient
-            actor_ok = self.actor_optimizer.skipped_steps == skipped_before
-        if not actor_ok:
-            self._skipped += 1
-            return
-
-        with torch.no_grad():
-            # Targets follow the critic and the actor's mean μ (never a sample), in one
-            # fused op over all tensors.
-            torch._foreach_lerp_(self._target_params, self._online_params, cfg.tau)
-            self._loss_sums += torch.stack(
-                [critic_loss.detach(), actor_loss.detach(), torch.ones((), device=self.device)]
-            )
 
     @torch.no_grad()
     def _adapt_noise(self) -> None:
@@ -378,8 +324,8 @@ class DDPG:
 
     def pop_losses(self) -> dict[str, float]:
         """Mean critic and actor loss since the last call (empty before the first update)."""
-        critic, actor, count = self._loss_sums.tolist()
-        self._loss_sums.zero_()
+        critic, actor, count = self.learner.loss_sums.tolist()
+        self.learner.loss_sums.zero_()
         if count == 0:
             return {}
         return {"critic": critic / count, "actor": actor / count}
@@ -427,7 +373,7 @@ class DDPG:
         self.num_timesteps = counters["num_timesteps"]
         self.num_updates = counters["num_updates"]
         self.num_episodes = counters["num_episodes"]
-        self._skipped.fill_(counters.get("skipped_updates", 0))
+        self.learner.skipped.fill_(counters.get("skipped_updates", 0))
         if state.get("at_episode_boundary"):
             self.env.unwrapped.np_random.bit_generator.state = state["env_rng"]
         self._obs = None  # a mid-episode state cannot be restored: start a new episode

@@ -1,0 +1,217 @@
+"""One DDPG update (Khan et al. 2018, Alg. 1-2 lines 5-10), written once.
+
+:func:`ddpg_update` is the update: the TD target from the target networks, the critic's
+loss, gradient and step, the deterministic policy gradient at the strategy's training
+point (θ_t that acted, ``docs/decisions.md#sample-per-step``, or μ) under the *updated*
+critic, the strategy's step, the target networks' move toward the critic and μ, and the
+loss sums. A non-finite critic loss or gradient skips the whole update; a non-finite
+actor loss or gradient the actor's step and the targets': nothing non-finite reaches a
+weight, σ or an optimizer's state, and the skip is counted.
+
+It runs two ways, which differ in mechanics only (an :class:`Execution`):
+
+* :class:`EagerExecution` — op by op, with autograd and the optimizers' own ``step()``
+  (torch's fused kernels; noisy K-FAC's hooks see the actor's modules run);
+* ``agents.compiled_update.TracedExecution`` — traced once into a graph that
+  TorchInductor compiles, with the optimizers' steps from their ``TraceableStep``.
+
+Both read and write the same :class:`UpdateTensors` (in the eager case the networks' own
+parameters), so the two can alternate and a checkpoint is the same either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call
+
+import param_explore
+
+from . import losses
+from .networks import Actor
+from .replay_buffer import Batch
+
+LossOf = Callable[[list[Tensor]], Tensor]
+
+
+@dataclass
+class UpdateTensors:
+    """What an update reads and writes, in the optimizers' parameter order."""
+
+    critic: list[Tensor]
+    actor: list[Tensor]
+    target_critic: list[Tensor]
+    target_actor: list[Tensor]
+    #: Running (critic loss, actor loss, count) over applied updates, on the device.
+    loss_sums: Tensor
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    gamma: float
+    tau: float
+    reduction: str  # of the actor loss over the minibatch: "sum" or "mean"
+
+
+@dataclass
+class Learner:
+    """What updates work on: the networks, their optimizers, the settings and the running
+    counters (loss sums, skipped updates), all on the training device."""
+
+    actor: Actor
+    critic: nn.Module
+    target_actor: Actor
+    target_critic: nn.Module
+    actor_optimizer: param_explore.WeightSampling
+    critic_optimizer: torch.optim.Optimizer
+    settings: UpdateSettings
+    #: (critic loss, actor loss, count) summed over applied updates since the last read.
+    loss_sums: Tensor
+    #: Updates skipped for a non-finite loss or gradient (a 0-d tensor).
+    skipped: Tensor
+
+    def tensors(self) -> UpdateTensors:
+        """The networks' own parameters, the actor's in its optimizer's order."""
+        actor = [p for g in self.actor_optimizer.param_groups for p in g["params"]]
+        targets = dict(zip(map(id, self.actor.parameters()), self.target_actor.parameters()))
+        return UpdateTensors(
+            list(self.critic.parameters()),
+            actor,
+            list(self.target_critic.parameters()),
+            [targets[id(p)] for p in actor],
+            self.loss_sums,
+        )
+
+
+def eager_update(learner: Learner, batch: Batch) -> None:
+    """:func:`ddpg_update` op by op on the learner's networks."""
+    ddpg_update(learner.tensors(), batch, learner.settings, EagerExecution(learner))
+
+
+class Execution(Protocol):
+    """How :func:`ddpg_update` runs: the mechanics, never the update's logic."""
+
+    def q_value(self, critic: list[Tensor], obs: Tensor, actions: Tensor) -> Tensor: ...
+    def action(self, actor: list[Tensor], obs: Tensor) -> Tensor: ...
+    def target_action(self, actor: list[Tensor], obs: Tensor) -> Tensor: ...
+    def loss_and_grads(self, loss_of: LossOf, at: list[Tensor]) -> tuple[Tensor, list[Tensor]]: ...
+    def critic_point(self, critic: list[Tensor]) -> list[Tensor]: ...
+    def actor_point(self, actor: list[Tensor]) -> list[Tensor]: ...
+    def step_critic(self, critic: list[Tensor], grads: list[Tensor], ok: Tensor) -> None: ...
+    def step_actor(self, actor: list[Tensor], grads: list[Tensor], ok: Tensor) -> None: ...
+    def lerp_targets(
+        self, targets: list[Tensor], online: list[Tensor], tau: float, ok: Tensor
+    ) -> None: ...
+    def add_losses(self, sums: Tensor, values: Tensor, ok: Tensor) -> None: ...
+
+
+def ddpg_update(t: UpdateTensors, batch: Batch, s: UpdateSettings, run: Execution) -> None:
+    """One DDPG update on ``t`` from a minibatch (see the module docstring)."""
+    obs, actions, rewards, next_obs, terminated = batch
+    with torch.no_grad():
+        next_q = run.q_value(t.target_critic, next_obs, run.target_action(t.target_actor, next_obs))
+        target = losses.td_target(rewards, terminated, next_q, s.gamma)
+
+    def critic_loss(critic: list[Tensor]) -> Tensor:
+        return losses.critic_loss(run.q_value(critic, obs, actions), target)
+
+    critic_loss_value, critic_grads = run.loss_and_grads(critic_loss, run.critic_point(t.critic))
+    critic_ok = losses.all_finite(critic_loss_value, critic_grads)
+    run.step_critic(t.critic, critic_grads, critic_ok)
+
+    def actor_loss(theta: list[Tensor]) -> Tensor:
+        # F at the training point under the updated critic; only ∇θ is taken, so no critic
+        # weight gradient is computed.
+        q = run.q_value(t.critic, obs, run.action(theta, obs))
+        return losses.actor_loss(q, s.reduction)
+
+    actor_loss_value, actor_grads = run.loss_and_grads(actor_loss, run.actor_point(t.actor))
+    ok = critic_ok & losses.all_finite(actor_loss_value, actor_grads)
+    run.step_actor(t.actor, actor_grads, ok)
+
+    with torch.no_grad():  # targets follow the critic and the actor's mean μ, never θ
+        run.lerp_targets([*t.target_critic, *t.target_actor], [*t.critic, *t.actor], s.tau, ok)
+        count = torch.ones((), device=t.loss_sums.device)
+        run.add_losses(t.loss_sums, torch.stack([critic_loss_value, actor_loss_value, count]), ok)
+
+
+class EagerExecution:
+    """:func:`ddpg_update` op by op on the networks' own parameters (module docstring).
+
+    Whether to step is decided on the host (one flag read per step), so nothing runs that
+    would be undone; ``skipped`` (a 0-d tensor) counts the updates skipped.
+    """
+
+    def __init__(self, learner: Learner) -> None:
+        self.actor, self.target_actor = learner.actor, learner.target_actor
+        self.actor_optimizer = learner.actor_optimizer
+        self.critic_optimizer = learner.critic_optimizer
+        self.skipped = learner.skipped
+        # The critics by their first parameter: a list of a module's own is that module.
+        self._critics = {
+            id(next(module.parameters())): module
+            for module in (learner.critic, learner.target_critic)
+        }
+
+    # -------------------------------------------------------------- networks
+    def q_value(self, critic: list[Tensor], obs: Tensor, actions: Tensor) -> Tensor:
+        return self._critics[id(critic[0])](obs, actions)
+
+    def target_action(self, actor: list[Tensor], obs: Tensor) -> Tensor:
+        return self.target_actor(obs)
+
+    def action(self, actor: list[Tensor], obs: Tensor) -> Tensor:
+        if self.actor_optimizer.needs_module_calls:  # its hooks must see the modules run
+            names = {id(p): n for n, p in self.actor.named_parameters()}
+            order = [names[id(p)] for g in self.actor_optimizer.param_groups for p in g["params"]]
+            return functional_call(self.actor, dict(zip(order, actor)), (obs,))
+        return self.actor(obs, actor)
+
+    # -------------------------------------------------------------- gradients
+    def loss_and_grads(self, loss_of: LossOf, at: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        with torch.enable_grad():
+            loss = loss_of(at)
+            return loss.detach(), list(torch.autograd.grad(loss, at))
+
+    def critic_point(self, critic: list[Tensor]) -> list[Tensor]:
+        return critic
+
+    def actor_point(self, actor: list[Tensor]) -> list[Tensor]:
+        """θ that acted (leaves of their own: their gradient is ∇θF), or μ itself."""
+        if not self.actor_optimizer.gradient_at_sample:
+            return actor
+        with torch.no_grad():
+            return [theta.detach().requires_grad_() for theta in self.actor_optimizer.sample()]
+
+    # -------------------------------------------------------------- steps
+    def step_critic(self, critic: list[Tensor], grads: list[Tensor], ok: Tensor) -> None:
+        if bool(ok):
+            _step(self.critic_optimizer, critic, grads)
+
+    def step_actor(self, actor: list[Tensor], grads: list[Tensor], ok: Tensor) -> None:
+        if bool(ok):  # the strategy's own guard agrees: ok covers these gradients
+            _step(self.actor_optimizer, actor, grads)
+        else:
+            self.skipped += 1
+
+    def lerp_targets(
+        self, targets: list[Tensor], online: list[Tensor], tau: float, ok: Tensor
+    ) -> None:
+        if bool(ok):
+            torch._foreach_lerp_(targets, online, tau)  # one fused op over all tensors
+
+    def add_losses(self, sums: Tensor, values: Tensor, ok: Tensor) -> None:
+        if bool(ok):
+            sums += values
+
+
+def _step(optimizer: torch.optim.Optimizer, params: list[Tensor], grads: list[Tensor]) -> None:
+    """``optimizer.step()`` from ``grads``, given to it as ``p.grad`` (left there after, as
+    a ``backward()`` would)."""
+    for p, g in zip(params, grads):
+        p.grad = g
+    optimizer.step()
