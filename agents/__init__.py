@@ -3,7 +3,7 @@
 from .config import DDPGConfig, TrainConfig, resolve_config
 from .ddpg import DDPG, Callback
 from .errors import ConfigError
-from .evaluation import evaluate
+from .evaluation import evaluate, evaluate_together
 from .training import train
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "DDPGConfig",
     "TrainConfig",
     "evaluate",
+    "evaluate_together",
     "resolve_config",
     "train",
 ]

@@ -70,9 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--compile",
-        action="store_const",
-        const=True,
-        help="native engine: run each update as one compiled graph (faster; compiles for "
+        action=argparse.BooleanOptionalAction,
+        help="native engine: run each update as one compiled graph (the default; compiles for "
         "seconds at the first update)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

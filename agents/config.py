@@ -99,6 +99,10 @@ class TrainConfig(DDPGConfig):
     device: str = "auto"
     #: ``native`` (this project's DDPG) or ``sb3`` (SB3's DDPG with ParamExplorePolicy).
     engine: Literal["native", "sb3"] = "native"
+    #: A run's updates are compiled unless asked not to (``--no-compile``): None means
+    #: compiled on the native engine (SB3 runs its own update code). Strategies without
+    #: a traced form, and machines without a C++ compiler, train eagerly with a warning.
+    compile: bool | None = None
 
     def validate(self) -> None:
         super().validate()
@@ -115,7 +119,10 @@ class TrainConfig(DDPGConfig):
 
     def agent_config(self) -> DDPGConfig:
         names = {f.name for f in dataclasses.fields(DDPGConfig)}
-        return DDPGConfig(**{k: v for k, v in dataclasses.asdict(self).items() if k in names})
+        values = {k: v for k, v in dataclasses.asdict(self).items() if k in names}
+        if values["compile"] is None:
+            values["compile"] = self.engine == "native"
+        return DDPGConfig(**values)
 
     def run_dir(self) -> Path:
         """``<logdir>/<env>/<strategy>[-sb3]/seed<k>``: TensorBoard overlays runs per env."""

@@ -8,6 +8,7 @@ Tags are stable so that ``tensorboard --logdir runs/<env>`` overlays strategies:
     explore/clamped_fraction                     Explore strategies: precisions at the floor
     loss/critic, loss/actor                      means over the last ``log_every`` steps
     time/steps_per_second                        training throughput (evaluation excluded)
+    time/eval_seconds                            wall time of each evaluation
 
 The CSV row of an evaluation is flushed to disk before the call returns, and the event
 writer is flushed at every evaluation, so a killed run keeps what it logged. A resumed run

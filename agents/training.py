@@ -29,7 +29,7 @@ from .config import TrainConfig, load_run_config, save_config
 from .ddpg import DDPG, Callback
 from .envs import make_env
 from .errors import ConfigError, NonFiniteDataError
-from .evaluation import evaluate
+from .evaluation import evaluate_together
 from .run_logger import EVAL_CSV, RunLogger, read_eval_csv
 from .sb3_engine import SB3Agent
 from .strategy_aggregates import write_comparison_layout
@@ -38,7 +38,7 @@ CHECKPOINT_DIR = "checkpoints"
 #: Offset between the training seed and the evaluation episodes' seeds.
 EVAL_SEED_OFFSET = 1_000_000
 #: Keys that may differ between a run's saved config and the command resuming it.
-RESUMABLE_CHANGES = {"total_steps", "device", "logdir", "eval_episodes"}
+RESUMABLE_CHANGES = {"total_steps", "device", "logdir", "eval_episodes", "compile"}
 
 
 class RunnableAgent(Protocol):
@@ -67,7 +67,8 @@ class RunCallback(Callback):
         self.config = config
         self.checkpoint_path = checkpoint_path
         self.logger = logger
-        self.eval_env = make_env(config.env)
+        # One env per test episode: the episodes of an evaluation step together.
+        self.eval_envs = [make_env(config.env) for _ in range(config.eval_episodes)]
         self.last_eval: float | None = None
         self.bar = tqdm(
             total=config.total_steps,
@@ -132,8 +133,9 @@ class RunCallback(Callback):
     def _evaluate(self, agent: RunnableAgent, step: int) -> None:
         started = time.perf_counter()
         seed = self.config.seed + EVAL_SEED_OFFSET
-        mean, std = evaluate(agent, self.eval_env, self.config.eval_episodes, seed=seed)
+        mean, std = evaluate_together(agent, self.eval_envs, seed=seed)
         self.logger.evaluation(step, mean, std, self.config.eval_episodes, time.time())
+        self.logger.scalar("time/eval_seconds", time.perf_counter() - started, step)
         self.last_eval = mean
         self._write(
             f"step {step}: eval return {mean:.1f} ± {std:.1f} ({self.config.eval_episodes} ep)"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents import DDPG, ConfigError, evaluate
+from agents import DDPG, ConfigError, evaluate, evaluate_together
 from agents.networks import Actor, Critic
 from agents.replay_buffer import ReplayBuffer
 
@@ -224,3 +224,13 @@ def test_unknown_env_is_rejected():
 def test_unknown_agent_setting_is_rejected():
     with pytest.raises(ConfigError, match="batchsize"):
         DDPG("Pendulum-v1", device="cpu", batchsize=3)
+
+
+def test_episodes_stepped_together_return_what_sequential_episodes_return():
+    """One forward pass per step for all test episodes: the same returns, up to the float
+    rounding of a batched matrix product (Pendulum does not amplify it over an episode)."""
+    agent = small_agent("vadam", hidden_sizes=[64, 64])
+    agent.learn(600)
+    sequential = evaluate(agent, gym.make("Pendulum-v1"), 5, seed=11)
+    together = evaluate_together(agent, [gym.make("Pendulum-v1") for _ in range(5)], seed=11)
+    assert together == pytest.approx(sequential, rel=1e-6)

@@ -16,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from agents.run_logger import read_eval_csv
 
-SMALL_NET = ["--set", "hidden_sizes=[32,32]"]
+SMALL_NET = ["--set", "hidden_sizes=[32,32]", "--no-compile"]  # eager: no compile time
 EXPECTED_TAGS = {
     "eval/mean_return",
     "eval/std_return",
@@ -121,17 +121,18 @@ def test_action_noise_baseline_through_both_engines(tmp_path):
         assert [r["step"] for r in read_eval_csv(run_dir / "eval.csv")] == [300]
 
 
-def test_compiled_run_and_its_resumption(tmp_path):
-    """--compile trains with the compiled update and resumes into it from a checkpoint."""
-    args = ["--env", "Pendulum-v1", "--opt", "vadam", "--compile", "--eval-every", "200",
-            "--eval-episodes", "1", "--logdir", "out", *SMALL_NET]  # fmt: skip
+def test_runs_are_compiled_by_default_and_resume_compiled(tmp_path):
+    """Without a flag a run trains with the compiled update, and resumes into it from a
+    checkpoint; --no-compile (and the Python API's default) is eager."""
+    args = ["--env", "Pendulum-v1", "--opt", "vadam", "--eval-every", "200",
+            "--eval-episodes", "1", "--logdir", "out", "--set", "hidden_sizes=[32,32]"]  # fmt: skip
     first = train_agent(*args, "--steps", "200", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     assert "training eagerly" not in first.stderr
     resumed = train_agent(*args, "--steps", "400", "--resume", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     run_dir = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0"
-    assert yaml.safe_load((run_dir / "config.yaml").read_text())["compile"] is True
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["compile"] is None  # auto
     assert [r["step"] for r in read_eval_csv(run_dir / "eval.csv")] == [200, 400]
 
 

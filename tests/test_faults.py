@@ -39,7 +39,7 @@ from agents.errors import CheckpointError, NonFiniteDataError
 from agents.run_logger import read_eval_csv
 from agents.training import train
 
-SMALL_NET = ["--set", "hidden_sizes=[32,32]"]
+SMALL_NET = ["--set", "hidden_sizes=[32,32]", "--no-compile"]  # eager: no compile time
 TINY = ["--env", "Pendulum-v1", "--eval-episodes", "1", "--logdir", "out", *SMALL_NET]
 
 
@@ -250,7 +250,7 @@ def test_non_finite_observation_through_the_python_api(tmp_path):
 
         config = resolve_config(
             env="NaNObservationPendulum-v0", total_steps=600, eval_every=200, eval_episodes=1,
-            logdir=str(tmp_path / "out"), set_options=["hidden_sizes=[32,32]"],
+            logdir=str(tmp_path / "out"), set_options=["hidden_sizes=[32,32]"], compile=False,
         )  # fmt: skip
         with pytest.raises(NonFiniteDataError, match=r"non-finite observation .* at step 300"):
             train(config, progress=False)

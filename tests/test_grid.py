@@ -20,7 +20,7 @@ from agents.config import TrainConfig, resolve_config
 from agents.grid import run_grid
 
 SMALL = ["--env", "Pendulum-v1", "--steps", "400", "--eval-every", "200",
-         "--eval-episodes", "1", "--set", "hidden_sizes=[32,32]"]  # fmt: skip
+         "--eval-episodes", "1", "--set", "hidden_sizes=[32,32]", "--no-compile"]  # fmt: skip
 
 
 def script(name: str) -> str:
@@ -169,6 +169,7 @@ def configs(tmp_path: Path, strategies: list[str]) -> list[TrainConfig]:
             eval_every=200,
             eval_episodes=1,
             logdir=str(tmp_path / "out"),
+            compile=False,
         )
         for opt in strategies
     ]

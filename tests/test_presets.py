@@ -8,6 +8,7 @@ import pytest
 
 import param_explore as pe
 from agents.config import (
+    DDPGConfig,
     TrainConfig,
     load_run_config,
     load_yaml,
@@ -52,3 +53,11 @@ def test_a_run_config_saved_with_the_old_strategy_key_still_loads(tmp_path):
     path.write_text(text.replace("strategy: adam-explore", "optimizer: adam-explore"))
     assert "optimizer: adam-explore" in path.read_text()
     assert load_run_config(path) == config
+
+
+def test_runs_compile_by_default_on_the_native_engine_only():
+    assert resolve_config().compile is None
+    assert resolve_config().agent_config().compile is True
+    assert resolve_config(engine="sb3").agent_config().compile is False
+    assert resolve_config(compile=False).agent_config().compile is False
+    assert DDPGConfig().compile is False  # the Python API: eager unless asked
