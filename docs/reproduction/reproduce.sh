@@ -32,9 +32,12 @@ if [ -z "${REPORT_ONLY:-}" ]; then
     --logdir runs/khan2018-init
 fi
 
-# The report: the six against the published curves, and the two initialisations.
+# The report: the six against the published curves, Vadam and Adam-Plain alone (the paper's
+# headline), the two initialisations, and the other strategies.
 compare_runs runs/khan2018-init/HalfCheetah-v4 --strategies "$SIX" --reference khan2018 \
   --at 50000,100000,200000,300000 --out .
+compare_runs runs/khan2018-init/HalfCheetah-v4 --strategies vadam,adam-plain --reference khan2018 \
+  --at 50000,100000,200000,300000 --out headline
 compare_runs runs/khan2018-init/HalfCheetah-v4 runs/lillicrap-init/HalfCheetah-v4 \
   --labels "khan2018 init,lillicrap init" --strategies vadam,adam-plain \
   --at 50000,100000,200000,300000 --out init-ablation
