@@ -175,12 +175,19 @@ def test_killed_run_resumes_without_duplicated_or_missing_points(tmp_path):
     assert steps["train/episode_return"] == list(range(200, 3001, 200))
 
 
+def default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_writes_a_final_checkpoint(tmp_path):
     args = ["--env", "Pendulum-v1", "--steps", "100000", "--eval-every", "50000",
             "--logdir", "out", *SMALL_NET]  # fmt: skip
     exe = Path(sys.executable).with_name("train_agent")
+    # Ctrl-C's default action even when the tests run as a background job, which starts
+    # with SIGINT ignored (a shell without job control does that) and passes it on.
     proc = subprocess.Popen([str(exe), *args], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)  # fmt: skip
     # Interrupt once training runs, however long the start takes on a loaded machine: the
     # event file is created just before the training loop, which then runs for minutes.
     run_dir = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0"
