@@ -46,7 +46,7 @@ from .errors import CheckpointError, ConfigError, NonFiniteDataError
 from .networks import Actor, Critic
 from .replay_buffer import ReplayBuffer
 from .strategies import make_action_noise, strategy_optimizer
-from .update import Learner, UpdateSettings, eager_update
+from .update import EagerUpdate, Learner, UpdateSettings
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -180,6 +180,7 @@ class DDPG:
             loss_sums=torch.zeros(3, device=self.device),
             skipped=torch.zeros((), device=self.device),
         )
+        self._eager_update = EagerUpdate(self.learner)
         # Built at the first update (the strategy's state, ε included, exists by then).
         self._compiled_update: CompiledUpdate | None = None
         self._compile_pending = cfg.compile
@@ -290,14 +291,14 @@ class DDPG:
             self._compile_pending = False
             self._compiled_update = self._make_compiled_update()
         if self._compiled_update is None:
-            eager_update(self.learner, batch)
+            self._eager_update(batch)
         else:
             try:
                 self._compiled_update(batch)
             except CompilationError as err:  # only the first call compiles
                 warnings.warn(f"compile failed, training eagerly: {err}", stacklevel=2)
                 self._compiled_update = None
-                eager_update(self.learner, batch)
+                self._eager_update(batch)
         self.num_updates += 1
 
     def _make_compiled_update(self) -> CompiledUpdate | None:

@@ -87,9 +87,21 @@ class Learner:
         )
 
 
-def eager_update(learner: Learner, batch: Batch) -> None:
-    """:func:`ddpg_update` op by op on the learner's networks."""
-    ddpg_update(learner.tensors(), batch, learner.settings, EagerExecution(learner))
+class EagerUpdate:
+    """:func:`ddpg_update` op by op on the learner's networks.
+
+    What an update reads is gathered once, not per update: parameters keep their identity
+    for the agent's lifetime (loading a checkpoint copies into them), and the optimizers'
+    state is read through the optimizers at every step.
+    """
+
+    def __init__(self, learner: Learner) -> None:
+        self._tensors = learner.tensors()
+        self._settings = learner.settings
+        self._execution = EagerExecution(learner)
+
+    def __call__(self, batch: Batch) -> None:
+        ddpg_update(self._tensors, batch, self._settings, self._execution)
 
 
 class Execution(Protocol):
@@ -156,6 +168,11 @@ class EagerExecution:
             id(next(module.parameters())): module
             for module in (learner.critic, learner.target_critic)
         }
+        # functional_call's names for the actor's tensors, in the optimizer's order.
+        names = {id(p): n for n, p in self.actor.named_parameters()}
+        self._actor_names = [
+            names[id(p)] for g in self.actor_optimizer.param_groups for p in g["params"]
+        ]
 
     # -------------------------------------------------------------- networks
     def q_value(self, critic: list[Tensor], obs: Tensor, actions: Tensor) -> Tensor:
@@ -166,9 +183,7 @@ class EagerExecution:
 
     def action(self, actor: list[Tensor], obs: Tensor) -> Tensor:
         if self.actor_optimizer.needs_module_calls:  # its hooks must see the modules run
-            names = {id(p): n for n, p in self.actor.named_parameters()}
-            order = [names[id(p)] for g in self.actor_optimizer.param_groups for p in g["params"]]
-            return functional_call(self.actor, dict(zip(order, actor)), (obs,))
+            return functional_call(self.actor, dict(zip(self._actor_names, actor)), (obs,))
         return self.actor(obs, actor)
 
     # -------------------------------------------------------------- gradients
