@@ -125,15 +125,23 @@ def test_runs_are_compiled_by_default_and_resume_compiled(tmp_path):
     """Without a flag a run trains with the compiled update, and resumes into it from a
     checkpoint; --no-compile (and the Python API's default) is eager."""
     args = ["--env", "Pendulum-v1", "--opt", "vadam", "--eval-every", "200",
-            "--eval-episodes", "1", "--logdir", "out", "--set", "hidden_sizes=[32,32]"]  # fmt: skip
-    first = train_agent(*args, "--steps", "200", cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    assert "training eagerly" not in first.stderr
-    resumed = train_agent(*args, "--steps", "400", "--resume", cwd=tmp_path)
-    assert resumed.returncode == 0, resumed.stderr
+            "--eval-episodes", "1", "--set", "hidden_sizes=[32,32]"]  # fmt: skip
+
+    def compiled_files(name: str, *extra: str, logdir: str) -> list[Path]:
+        """Run with TorchInductor's cache in a fresh directory: what it compiled there."""
+        cache = tmp_path / f"inductor-{name}"
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+        result = train_agent(*args, *extra, "--logdir", logdir, cwd=tmp_path, env=env)
+        assert result.returncode == 0, result.stderr
+        assert "training eagerly" not in result.stderr
+        return [p for p in cache.rglob("*") if p.is_file()] if cache.exists() else []
+
+    assert compiled_files("first", "--steps", "200", logdir="out")
+    assert compiled_files("resumed", "--steps", "400", "--resume", logdir="out")
     run_dir = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0"
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["compile"] is None  # auto
     assert [r["step"] for r in read_eval_csv(run_dir / "eval.csv")] == [200, 400]
+    assert not compiled_files("eager", "--steps", "200", "--no-compile", logdir="eager")
 
 
 def test_existing_run_is_not_overwritten_without_resume(tmp_path):
