@@ -23,12 +23,12 @@ STEPS = 100  # 36 updates after learning_starts
 TRACED = [s for s in available_strategies() if strategy_optimizer(s) != "noisy-kfac"]
 
 
-def pair(optimizer: str, **overrides) -> tuple[DDPG, DDPG]:
+def pair(optimizer: str, seed: int = 0, **overrides) -> tuple[DDPG, DDPG]:
     """An eager and a compiled agent, identical otherwise."""
     return tuple(
         DDPG(
             "Pendulum-v1",
-            seed=0,
+            seed=seed,
             device="cpu",
             strategy=optimizer,
             compile=c,
@@ -161,4 +161,19 @@ def test_compiled_update_continues_an_eager_run(strategy):
         for _ in range(5):
             agent.train_step()
     assert compiled.compiled
+    assert_agents_close(eager, compiled)
+
+
+def test_the_same_update_compiled_again_comes_from_inductors_cache():
+    """Another agent with the same networks and strategy (a resumed run, the next seed of a
+    grid) loads its compiled update from TorchInductor's FX graph cache, not building it
+    again, and trains as the eager agent does."""
+    counters = torch._dynamo.utils.counters["inductor"]
+    DDPG("Pendulum-v1", seed=0, device="cpu", strategy="vadam", compile=True, **SMALL).learn(70)
+    hits, misses = counters["fxgraph_cache_hit"], counters["fxgraph_cache_miss"]
+    eager, compiled = pair("vadam", seed=1)
+    eager.learn(STEPS)
+    compiled.learn(STEPS)
+    assert compiled.compiled
+    assert (counters["fxgraph_cache_hit"], counters["fxgraph_cache_miss"]) == (hits + 1, misses)
     assert_agents_close(eager, compiled)
