@@ -16,6 +16,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.custom_scalar import layout_pb2
 
+from agents.compare import main as compare_runs
 from agents.config import TrainConfig, resolve_config
 from agents.grid import run_grid
 
@@ -87,9 +88,7 @@ def test_local_grid_then_compare_runs(tmp_path):
     check_strategy_aggregates(env_dir)
 
     # compare_runs again: the aggregates are replaced, no step appears twice.
-    again = subprocess.run([script("compare_runs"), str(env_dir), "--out", str(out)],
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert again.returncode == 0, again.stderr
+    assert compare_runs([str(env_dir), "--out", str(out)]) == 0  # its main(), in this process
     check_strategy_aggregates(env_dir)
 
 

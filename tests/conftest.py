@@ -1,0 +1,67 @@
+"""Running ``train_agent`` in tests: as a process, or its ``main()`` in this process.
+
+A process is what a user runs; the tests that need one (kill -9, Ctrl-C, a terminal, the
+console script's exit code and its one error line) start it. Every other CLI test calls
+the same ``main()`` the console script calls, in this process: it skips a 3-4 s
+interpreter start with torch's import per call, and an uncaught exception fails the test
+as loudly as a traceback would.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agents.cli import main
+
+
+def train_agent_process(
+    *args: str, cwd: Path, env: dict | None = None, **kwargs
+) -> subprocess.CompletedProcess:
+    """The installed console script, as a user runs it."""
+    exe = Path(sys.executable).with_name("train_agent")
+    return subprocess.run(
+        [str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=600,
+        env={**os.environ, **(env or {})}, **kwargs,
+    )  # fmt: skip
+
+
+@dataclass
+class Result:
+    """What a call of ``train_agent`` left: exit code and its two output streams."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def train_agent(capsys, monkeypatch) -> Callable[..., Result]:
+    """``train_agent ARGS`` in directory ``cwd``, run by ``agents.cli.main`` in this process."""
+
+    def run(*args: str, cwd: Path) -> Result:
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()  # only this call's output
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse's exit (errors: 2)
+            code = exit_.code
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+def error_line(result: Result | subprocess.CompletedProcess) -> str:
+    """The one ``train_agent: error:`` line of a failed call (and no traceback)."""
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("train_agent:")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
