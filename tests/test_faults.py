@@ -326,7 +326,7 @@ def test_skipped_updates_are_logged(tmp_path, train_agent):
 
 
 # --------------------------------------------------------------------------- kills
-def test_restart_from_scratch_shows_no_step_twice(tmp_path):
+def test_restart_from_scratch_shows_no_step_twice(tmp_path, train_agent):
     """Killed before its first checkpoint, a run restarts from scratch; the killed
     attempt's events are gone."""
     args = [*TINY, "--steps", "1200", "--eval-every", "200", "--set", "checkpoint_every=5000",
@@ -344,7 +344,7 @@ def test_restart_from_scratch_shows_no_step_twice(tmp_path):
     assert not (run_dir / "checkpoints" / "latest.pt").exists()
     assert scalar_steps(run_dir)["eval/mean_return"][:3] == [200, 400, 600]
 
-    resumed = train_agent_process(*args, "--resume", cwd=tmp_path)
+    resumed = train_agent(*args, "--resume", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     steps = scalar_steps(run_dir)
     assert steps["eval/mean_return"] == list(range(200, 1201, 200))
