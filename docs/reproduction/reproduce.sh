@@ -26,9 +26,9 @@ if [ -z "${REPORT_ONLY:-}" ]; then
   # 2. The initialisation ablation: Vadam and Adam-Plain from Lillicrap et al.'s scheme.
   train_agent --opt vadam,adam-plain --seeds 5 "${common[@]}" --set init=lillicrap \
     --logdir runs/lillicrap-init
-  # 3. The other strategies beside Vadam and Adam-Plain, 3 seeds: parameter noise, noisy
-  #    Adam, noisy K-FAC (which trains eagerly: it has no compiled form).
-  train_agent --opt param-noise,noisy-adam,noisy-kfac --seeds 3 "${common[@]}" \
+  # 3. The other strategies beside Vadam and Adam-Plain: parameter noise, noisy Adam, noisy
+  #    K-FAC (which trains eagerly: it has no compiled form).
+  train_agent --opt param-noise,noisy-adam,noisy-kfac --seeds 5 "${common[@]}" \
     --logdir runs/khan2018-init
 fi
 
