@@ -287,10 +287,11 @@ def _inductor_compile(graph: fx.GraphModule, inputs: list[Tensor]) -> Callable[.
     Why the tracing context: Inductor keys a graph in its cache only under a
     ``TracingContext`` whose fake mode has a ``ShapeEnv``. TorchDynamo provides one; a
     graph traced by ``make_fx`` has none, so without it every compile bypasses the cache
-    and lowers and builds the graph again (~5 s on a CPU). Every shape here is static, so
-    an empty ``ShapeEnv`` adds no guard. With it, compiling the same update again — a
-    resumed run, the next seed or strategy of a grid, in this process or a later one —
-    loads the compiled code from the cache in under a second; the code is the same.
+    and lowers and builds the graph again. Every shape here is static, so an empty
+    ``ShapeEnv`` adds no guard. With it, compiling the same update again — a resumed run,
+    the next seed of a grid, in this process or a later one — loads the same compiled code
+    from the cache; tracing still runs (``docs/speed.md``: a warm start of the paper's
+    networks ~3 s instead of ~6 s).
     """
     with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
         return torch._inductor.compile(graph, inputs)

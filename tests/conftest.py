@@ -22,13 +22,13 @@ from agents.cli import main
 
 
 def train_agent_process(
-    *args: str, cwd: Path, env: dict | None = None, **kwargs
+    *args: str, cwd: Path, env: dict | None = None
 ) -> subprocess.CompletedProcess:
-    """The installed console script, as a user runs it."""
+    """The installed console script, as a user runs it (``env`` adds to the environment)."""
     exe = Path(sys.executable).with_name("train_agent")
     return subprocess.run(
         [str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=600,
-        env={**os.environ, **(env or {})}, **kwargs,
+        env={**os.environ, **(env or {})},
     )  # fmt: skip
 
 

@@ -212,8 +212,9 @@ def test_non_finite_environment_data_stops_the_run_after_a_checkpoint(tmp_path, 
     (tmp_path / "faulty_envs.py").write_text(FAULTY_ENVS)
     env_id = "faulty_envs:NaNRewardPendulum-v0"
     result = train_agent_process("--env", env_id, "--steps", "600", "--eval-every", "200",
-                         "--eval-episodes", "1", "--logdir", "out", "--engine", engine,
-                         *SMALL_NET, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})  # fmt: skip
+                                 "--eval-episodes", "1", "--logdir", "out", "--engine", engine,
+                                 *SMALL_NET, cwd=tmp_path,
+                                 env={"PYTHONPATH": str(tmp_path)})  # fmt: skip
     line = error_line(result)
     assert "non-finite reward" in line and "step 300" in line, line
     if engine == "sb3":  # SB3's zip, saved before the transition was stored
