@@ -1,10 +1,11 @@
 """agents: a DDPG agent whose actor explores through ``param_explore`` optimizers."""
 
-from .config import DDPGConfig, TrainConfig, resolve_config
-from .ddpg import DDPG, Callback
+from .engine.config import DDPGConfig
+from .engine.ddpg import DDPG, Callback
+from .engine.evaluation import evaluate, evaluate_together
 from .errors import ConfigError
-from .evaluation import evaluate, evaluate_together
-from .training import train
+from .runs.config import TrainConfig, resolve_config
+from .runs.training import train
 
 __all__ = [
     "DDPG",

@@ -13,12 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from .config import resolve_config
+from .engine.strategies import available_strategies
 from .errors import ConfigError
-from .grid import RunOutcome, run_grid
-from .strategies import available_strategies
-from .strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
-from .training import train
+from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
+from .runs.config import resolve_config
+from .runs.grid import RunOutcome, run_grid
+from .runs.training import train
 
 
 def build_parser() -> argparse.ArgumentParser:

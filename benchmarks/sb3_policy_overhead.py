@@ -19,7 +19,7 @@ import gymnasium as gym
 import torch
 from stable_baselines3 import DDPG
 
-from agents.sb3_policy import ParamExplorePolicy
+from agents.sb3.policy import ParamExplorePolicy
 
 SETTINGS = dict(
     buffer_size=100_000, learning_starts=100, batch_size=64, tau=1e-3, gamma=0.99,

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from agents import DDPG, ConfigError, evaluate, evaluate_together
-from agents.networks import Actor, Critic
-from agents.replay_buffer import ReplayBuffer
+from agents.engine.networks import Actor, Critic
+from agents.engine.replay_buffer import ReplayBuffer
 
 SMALL = dict(hidden_sizes=[32, 32], learning_starts=64, batch_size=16)
 

@@ -9,9 +9,9 @@ import torch
 
 import param_explore as pe
 from agents import DDPG
-from agents.action_noise import GaussianActionNoise, OrnsteinUhlenbeckActionNoise
-from agents.networks import Actor
-from agents.strategies import available_strategies, make_action_noise
+from agents.engine.action_noise import GaussianActionNoise, OrnsteinUhlenbeckActionNoise
+from agents.engine.networks import Actor
+from agents.engine.strategies import available_strategies, make_action_noise
 
 SMALL = dict(hidden_sizes=[32, 32], batch_size=16)
 NEW = ["noisy-adam", "noisy-kfac", "param-noise", "gaussian-action", "ou-action"]

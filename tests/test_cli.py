@@ -18,7 +18,7 @@ import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from agents.run_logger import read_eval_csv
+from agents.runs.run_logger import read_eval_csv
 
 from conftest import error_line, train_agent_process
 

@@ -1,7 +1,7 @@
 """``compare_runs --reference khan2018``: the published curves beside measured ones.
 
 The published values are recomputed here with NumPy straight from the shipped CSV
-(strategy, seed, step, mean_return, ...), independently of ``agents.curves``. The measured
+(strategy, seed, step, mean_return, ...), independently of ``agents.reporting.curves``. The measured
 runs are eval CSVs written by the project's own ``RunLogger``: compare_runs reads nothing
 else of a run.
 """
@@ -17,9 +17,9 @@ import matplotlib.colors
 import numpy as np
 import pytest
 
-from agents.compare import main, plot_comparison
-from agents.curves import load_curves, load_reference
-from agents.run_logger import RunLogger
+from agents.reporting.compare import main, plot_comparison
+from agents.reporting.curves import load_curves, load_reference
+from agents.runs.run_logger import RunLogger
 
 STEPS = list(range(10_000, 100_001, 10_000))
 

@@ -15,7 +15,7 @@ import torch
 import torch._inductor.config as inductor_config
 
 from agents import DDPG
-from agents.strategies import available_strategies, strategy_optimizer
+from agents.engine.strategies import available_strategies, strategy_optimizer
 
 SMALL = dict(hidden_sizes=[32, 24], learning_starts=64, batch_size=16)
 STEPS = 100  # 36 updates after learning_starts

@@ -34,10 +34,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import param_explore as pe
 from agents import DDPG
-from agents.config import resolve_config
 from agents.errors import CheckpointError, NonFiniteDataError
-from agents.run_logger import read_eval_csv
-from agents.training import train
+from agents.runs.config import resolve_config
+from agents.runs.run_logger import read_eval_csv
+from agents.runs.training import train
 
 from conftest import error_line, train_agent_process
 

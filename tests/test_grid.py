@@ -16,9 +16,9 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.custom_scalar import layout_pb2
 
-from agents.compare import main as compare_runs
-from agents.config import TrainConfig, resolve_config
-from agents.grid import run_grid
+from agents.reporting.compare import main as compare_runs
+from agents.runs.config import TrainConfig, resolve_config
+from agents.runs.grid import run_grid
 
 SMALL = ["--env", "Pendulum-v1", "--steps", "400", "--eval-every", "200",
          "--eval-episodes", "1", "--set", "hidden_sizes=[32,32]", "--no-compile"]  # fmt: skip
@@ -201,7 +201,7 @@ def test_committed_results_without_checkpoints_count_as_finished(tmp_path, capsy
     """A study committed with eval.csv and config.yaml only (no checkpoints, no events) is
     complete: re-running its grid in a fresh clone skips it and changes nothing, while a
     run whose eval.csv stops early is started again."""
-    from agents.training import train
+    from agents.runs.training import train
 
     (config,) = configs(tmp_path, ["adam-plain"])
     run_dir = train(config, progress=False)

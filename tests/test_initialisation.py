@@ -18,10 +18,11 @@ import torch
 from stable_baselines3 import DDPG as SB3DDPG
 from torch import nn
 
-import agents.sb3_policy  # noqa: F401  (registers the policy alias)
+import agents.sb3.policy  # noqa: F401  (registers the policy alias)
 from agents import DDPG
-from agents.config import ConfigError, resolve_config
-from agents.networks import Actor, Critic
+from agents.engine.networks import Actor, Critic
+from agents.errors import ConfigError
+from agents.runs.config import resolve_config
 
 OBS, ACT = 17, 6
 

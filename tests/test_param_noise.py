@@ -14,11 +14,12 @@ import pytest
 import torch
 from stable_baselines3 import DDPG as SB3DDPG
 
-import agents.sb3_policy  # registers the policy alias; its callback is used below
+import agents.sb3.policy  # registers the policy alias; its callback is used below
 import param_explore as pe
 from agents import DDPG
-from agents.config import ConfigError, resolve_config
-from agents.networks import Actor
+from agents.engine.networks import Actor
+from agents.errors import ConfigError
+from agents.runs.config import resolve_config
 
 SMALL = dict(hidden_sizes=[32, 32], batch_size=16)
 
@@ -150,7 +151,7 @@ def test_sb3_policy_layer_norm_and_param_noise():
     )
     kinds = [type(m).__name__ for m in model.policy.actor.mu]
     assert kinds == ["Linear", "LayerNorm", "ReLU", "Linear", "LayerNorm", "ReLU", "Linear", "Tanh"]
-    model.learn(250, callback=agents.sb3_policy.ParamExploreCallback())
+    model.learn(250, callback=agents.sb3.policy.ParamExploreCallback())
     actor = model.policy.actor
     opt = actor.optimizer
     names = {id(p): n for n, p in actor.named_parameters()}

@@ -7,8 +7,13 @@ import dataclasses
 import pytest
 
 import param_explore as pe
-from agents.config import (
-    DDPGConfig,
+from agents.engine.config import DDPGConfig
+from agents.engine.strategies import (
+    action_noise_parameters,
+    available_strategies,
+    strategy_optimizer,
+)
+from agents.runs.config import (
     TrainConfig,
     load_run_config,
     load_yaml,
@@ -16,7 +21,6 @@ from agents.config import (
     resolve_config,
     save_config,
 )
-from agents.strategies import action_noise_parameters, available_strategies, strategy_optimizer
 
 
 def test_ddpg_yaml_equals_the_dataclass_defaults():

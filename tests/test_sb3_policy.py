@@ -25,8 +25,8 @@ from stable_baselines3.td3.policies import Actor
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import param_explore
-from agents.action_noise import OrnsteinUhlenbeckActionNoise
-from agents.sb3_policy import ParamExploreCallback, ParamExplorePolicy
+from agents.engine.action_noise import OrnsteinUhlenbeckActionNoise
+from agents.sb3.policy import ParamExploreCallback, ParamExplorePolicy
 
 STRATEGIES = param_explore.available_optimizers()
 ENV = "Pendulum-v1"
@@ -295,7 +295,7 @@ def test_model_save_load_in_a_fresh_process_and_continue(tmp_path):
     script = textwrap.dedent(f"""
         import json, numpy as np, gymnasium as gym
         from stable_baselines3 import DDPG
-        import agents.sb3_policy
+        import agents.sb3.policy
         model = DDPG.load({str(tmp_path / "model.zip")!r}, env=gym.make("Pendulum-v1"))
         obs = np.array({obs.tolist()!r}, dtype=np.float32)
         out = {{"actions": model.predict(obs, deterministic=True)[0].tolist(),
@@ -403,12 +403,12 @@ def test_rl_zoo3_hyperparameter_file(tmp_path):
           tau: 0.001
           learning_starts: 64
           policy_kwargs: "dict(strategy='vadagrad', net_arch=[32, 32], actor_grad_scale=64)"
-          callback: agents.sb3_policy.ParamExploreCallback
+          callback: agents.sb3.policy.ParamExploreCallback
         """)
     )
     result = subprocess.run(
         [sys.executable, "-m", "rl_zoo3.train", "--algo", "ddpg", "--env", ENV,
-         "-conf", "ddpg.yml", "--gym-packages", "agents.sb3_policy", "-f", "logs",
+         "-conf", "ddpg.yml", "--gym-packages", "agents.sb3.policy", "-f", "logs",
          "--eval-freq", "-1", "--seed", "0"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

@@ -25,46 +25,11 @@ from pathlib import Path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
+from ..runs.run_logger import write_comparison_layout
 from .curves import Curve, aligned_curve, load_curves
 
 #: Sub-directory of an env directory holding the per-strategy aggregate runs.
 AGGREGATE_DIR = "compare"
-
-_MARGIN = "Margin"
-_SERIES = {
-    "eval_return": "eval return: mean ± s.e. over seeds (steps every seed reached)",
-    "sigma_mean": "exploration σ (mean over weights): mean ± s.e. over seeds",
-}
-
-#: Custom-scalars layout: strategies as margin charts, then every run's own line.
-COMPARISON_LAYOUT = {
-    "Compare strategies": {
-        title: [_MARGIN, [f"strategy/{name}", f"strategy/{name}_lower", f"strategy/{name}_upper"]]
-        for name, title in _SERIES.items()
-    },
-    "Compare runs": {
-        "eval return (mean, test episodes)": ["Multiline", [r"eval/mean_return"]],
-        "training episode return": ["Multiline", [r"train/episode_return"]],
-        "exploration sigma (mean over weights)": ["Multiline", [r"explore/sigma_mean"]],
-    },
-}
-
-
-def write_comparison_layout(env_dir: str | Path, replace: bool = False) -> None:
-    """Give ``tensorboard --logdir <env_dir>`` the *Custom Scalars* comparison tab.
-
-    Written once per directory unless ``replace`` (runs starting concurrently may each
-    write an identical copy, which is harmless); ``replace`` rewrites an older layout.
-    """
-    env_dir = Path(env_dir)
-    env_dir.mkdir(parents=True, exist_ok=True)
-    existing = list(env_dir.glob("events.out.tfevents.*.layout"))
-    if existing and not replace:
-        return
-    for path in existing:
-        path.unlink()
-    with SummaryWriter(str(env_dir), filename_suffix=".layout") as writer:
-        writer.add_custom_scalars(COMPARISON_LAYOUT)
 
 
 def _sigma_curve(strategy_dir: Path) -> Curve | None:

@@ -25,14 +25,13 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
+from ..engine.ddpg import DDPG, Callback
+from ..engine.envs import make_env
+from ..engine.evaluation import evaluate_together
+from ..errors import ConfigError, NonFiniteDataError
+from ..sb3.agent import SB3Agent
 from .config import TrainConfig, load_run_config, save_config
-from .ddpg import DDPG, Callback
-from .envs import make_env
-from .errors import ConfigError, NonFiniteDataError
-from .evaluation import evaluate_together
-from .run_logger import EVAL_CSV, RunLogger, read_eval_csv
-from .sb3_engine import SB3Agent
-from .strategy_aggregates import write_comparison_layout
+from .run_logger import EVAL_CSV, RunLogger, read_eval_csv, write_comparison_layout
 
 CHECKPOINT_DIR = "checkpoints"
 #: Offset between the training seed and the evaluation episodes' seeds.

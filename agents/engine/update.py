@@ -12,7 +12,7 @@ It runs two ways, which differ in mechanics only (an :class:`Execution`):
 
 * :class:`EagerExecution` — op by op, with autograd and the optimizers' own ``step()``
   (torch's fused kernels; noisy K-FAC's hooks see the actor's modules run);
-* ``agents.compiled_update.TracedExecution`` — traced once into a graph that
+* ``agents.engine.compiled_update.TracedExecution`` — traced once into a graph that
   TorchInductor compiles, with the optimizers' steps from their ``TraceableStep``.
 
 Both read and write the same :class:`UpdateTensors` (in the eager case the networks' own

@@ -25,10 +25,51 @@ from pathlib import Path
 
 from torch.utils.tensorboard import SummaryWriter
 
-from .checkpoints import atomic_write
+from ..engine.checkpoints import atomic_write
 
 EVAL_CSV = "eval.csv"
 EVAL_FIELDS = ["step", "mean_return", "std_return", "episodes", "wall_time"]
+
+
+# TensorBoard's *Custom Scalars* tab of an env directory (``runs/<env>``): every run's own
+# curves, and the per-strategy mean ± band runs that ``agents.reporting.strategy_aggregates``
+# writes under ``<env>/compare/<strategy>/`` with the ``strategy/<series>[_lower|_upper]``
+# tags named here. A run writes it when it starts, so a single run's TensorBoard has it too.
+_MARGIN = "Margin"
+_SERIES = {
+    "eval_return": "eval return: mean ± s.e. over seeds (steps every seed reached)",
+    "sigma_mean": "exploration σ (mean over weights): mean ± s.e. over seeds",
+}
+
+#: Custom-scalars layout: strategies as margin charts, then every run's own line.
+COMPARISON_LAYOUT = {
+    "Compare strategies": {
+        title: [_MARGIN, [f"strategy/{name}", f"strategy/{name}_lower", f"strategy/{name}_upper"]]
+        for name, title in _SERIES.items()
+    },
+    "Compare runs": {
+        "eval return (mean, test episodes)": ["Multiline", [r"eval/mean_return"]],
+        "training episode return": ["Multiline", [r"train/episode_return"]],
+        "exploration sigma (mean over weights)": ["Multiline", [r"explore/sigma_mean"]],
+    },
+}
+
+
+def write_comparison_layout(env_dir: str | Path, replace: bool = False) -> None:
+    """Give ``tensorboard --logdir <env_dir>`` the *Custom Scalars* comparison tab.
+
+    Written once per directory unless ``replace`` (runs starting concurrently may each
+    write an identical copy, which is harmless); ``replace`` rewrites an older layout.
+    """
+    env_dir = Path(env_dir)
+    env_dir.mkdir(parents=True, exist_ok=True)
+    existing = list(env_dir.glob("events.out.tfevents.*.layout"))
+    if existing and not replace:
+        return
+    for path in existing:
+        path.unlink()
+    with SummaryWriter(str(env_dir), filename_suffix=".layout") as writer:
+        writer.add_custom_scalars(COMPARISON_LAYOUT)
 
 
 def read_eval_csv(path: str | Path) -> list[dict[str, float]]:

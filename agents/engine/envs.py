@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 def make_env(env: str | gym.Env) -> gym.Env:

@@ -1,6 +1,6 @@
 """``train_agent --engine sb3``: the same run through SB3's DDPG with ``ParamExplorePolicy``.
 
-:class:`SB3Agent` gives an SB3 model the small interface :mod:`agents.training` drives
+:class:`SB3Agent` gives an SB3 model the small interface :mod:`agents.runs.training` drives
 (``learn`` with run callbacks, ``predict``, ``save``, counters, losses, σ), so both engines
 write the same run directory and eval CSV and can be overlaid in TensorBoard. Differences
 that remain are SB3's own: its critic takes the action at the input layer, and it acts
@@ -17,12 +17,12 @@ import torch
 from stable_baselines3 import DDPG as SB3DDPG
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
-from .checkpoints import atomic_write
-from .config import DDPGConfig
-from .ddpg import Callback
-from .errors import CheckpointError, NonFiniteDataError
-from .sb3_policy import ParamExploreCallback, ParamExplorePolicy
-from .strategies import make_action_noise, strategy_optimizer
+from ..engine.checkpoints import atomic_write
+from ..engine.config import DDPGConfig
+from ..engine.ddpg import Callback
+from ..engine.strategies import make_action_noise, strategy_optimizer
+from ..errors import CheckpointError, NonFiniteDataError
+from .policy import ParamExploreCallback, ParamExplorePolicy
 
 
 class _RunBridge(BaseCallback):

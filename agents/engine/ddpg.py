@@ -38,11 +38,11 @@ from torch import Tensor
 
 import param_explore
 
+from ..errors import CheckpointError, ConfigError, NonFiniteDataError
 from .checkpoints import atomic_write, read_checkpoint
 from .compiled_update import CompilationError, CompiledUpdate
 from .config import DDPGConfig, upgrade_config_keys
 from .envs import env_id, make_env
-from .errors import CheckpointError, ConfigError, NonFiniteDataError
 from .networks import Actor, Critic
 from .replay_buffer import ReplayBuffer
 from .strategies import make_action_noise, strategy_optimizer
@@ -166,7 +166,7 @@ class DDPG:
         self._obs: np.ndarray | None = None
         self._episode_return = 0.0
         self._episode_length = 0
-        # What updates work on (agents.update): these networks and optimizers, and the
+        # What updates work on (agents.engine.update): these networks and optimizers, and the
         # running loss sums and skip count, kept on the device (reading them every step
         # would force a host sync per update).
         self.learner = Learner(

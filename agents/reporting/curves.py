@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .run_logger import EVAL_CSV, read_eval_csv
+from ..runs.run_logger import EVAL_CSV, read_eval_csv
 
 #: Published curves by name: (file in ``agents/data``, how to cite it in a figure).
 REFERENCES = {
@@ -111,7 +111,7 @@ def load_reference(name: str) -> dict[str, Curve]:
         raise ValueError(f"unknown reference {name!r}; choose from {', '.join(REFERENCES)}")
     filename, citation = REFERENCES[name]
     by_seed: dict[str, dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    with resources.files("agents").joinpath("data", filename).open(newline="") as f:
+    with resources.files("agents.reporting").joinpath("data", filename).open(newline="") as f:
         for row in csv.DictReader(f):
             by_seed[row["strategy"]][int(row["seed"])][int(row["step"])] = float(row["mean_return"])
     curves = {}

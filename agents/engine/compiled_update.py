@@ -47,7 +47,7 @@ class CompilationError(RuntimeError):
 
 
 class CompiledUpdate:
-    """:func:`agents.update.ddpg_update` on a :class:`Learner`, compiled; call with a
+    """:func:`agents.engine.update.ddpg_update` on a :class:`Learner`, compiled; call with a
     minibatch.
 
     Raises ``param_explore.traceable.UntraceableOptimizerError`` when the actor's

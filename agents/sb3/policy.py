@@ -32,7 +32,7 @@ How each requirement is met with SB3's own ``DDPG.train()`` / ``TD3.train()``:
   at μ; :class:`ParamExploreCallback` adapts its σ and, with ``resample="episode"`` (its
   preset), redraws the perturbation per episode. The action-noise baselines are
   ``strategy="adam-plain"`` plus SB3's own ``action_noise=`` argument (e.g.
-  :class:`agents.action_noise.OrnsteinUhlenbeckActionNoise`).
+  :class:`agents.engine.action_noise.OrnsteinUhlenbeckActionNoise`).
 * **Saving.** ``model.save`` stores ``actor.optimizer``'s full state (moments, precision,
   noise, step); ``DDPG.load`` rebuilds the strategy from ``policy_kwargs`` and loads it.
 """
@@ -55,7 +55,12 @@ from torch.nn import functional as F
 import param_explore
 from param_explore.validation import require_positive
 
-from .initialisation import INIT_SCHEMES, initialise_actor_, initialise_critic_, linear_layers
+from ..engine.initialisation import (
+    INIT_SCHEMES,
+    initialise_actor_,
+    initialise_critic_,
+    linear_layers,
+)
 
 POLICY_ALIAS = "ParamExplorePolicy"
 
@@ -140,7 +145,7 @@ class ParamExplorePolicy(TD3Policy):
     :param actor_grad_scale: factor on the actor gradient before each step; the paper's
         summed minibatch gradient is ``batch_size`` (SB3's loss is a mean).
     :param init: how the actor and the critics start: ``sb3`` (SB3's own, torch's default
-        layers), or a scheme of :mod:`agents.initialisation` (``khan2018``: the authors'
+        layers), or a scheme of :mod:`agents.engine.initialisation` (``khan2018``: the authors'
         released code, as the native agent's default; ``lillicrap``). Targets start equal
         to the networks either way.
     :param layer_norm: a LayerNorm after each hidden layer of the actor, never perturbed

@@ -2,7 +2,7 @@
 
 Both are 400-300 ReLU MLPs. The actor's tanh output is scaled to the action bounds;
 the critic takes the action at its second hidden layer, as in Lillicrap et al. (Sec. 7).
-How their weights start is the ``init`` setting (:mod:`agents.initialisation`): the
+How their weights start is the ``init`` setting (:mod:`agents.engine.initialisation`): the
 authors' released code (``khan2018``, the default) or Lillicrap et al.'s (``lillicrap``).
 """
 

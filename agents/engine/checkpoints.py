@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .errors import CheckpointError
+from ..errors import CheckpointError
 
 #: Keys every native checkpoint has (``DDPG.state_dict``).
 NATIVE_KEYS = ("config", "env_id", "actor", "critic", "actor_optimizer", "counters")

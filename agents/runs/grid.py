@@ -1,6 +1,6 @@
 """Grids of runs (strategies × seeds), on local processes or a Ray cluster.
 
-Every run of a grid is an ordinary :func:`agents.training.train` call with ``resume=True``:
+Every run of a grid is an ordinary :func:`agents.runs.training.train` call with ``resume=True``:
 a finished run is skipped, an unfinished one continues from its checkpoint, a new one
 starts. Re-running the same command therefore completes an interrupted grid without
 redoing anything. A failing run is reported and does not stop the others.
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Any
 
+from ..errors import ConfigError
 from .config import TrainConfig
-from .errors import ConfigError
 
 
 @dataclass

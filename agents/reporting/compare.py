@@ -13,12 +13,12 @@ RUNS_DIR):
   curve (the curve's average return over its steps, trapezoid rule), each mean ± standard
   error.
 
-With ``--reference khan2018`` the published curves (:mod:`agents.curves`) are drawn dashed
+With ``--reference khan2018`` the published curves (:mod:`agents.reporting.curves`) are drawn dashed
 in each strategy's colour over the measured steps, and the tables give the published
 value beside each measured one, at the nearest published step (named in the table), and
 the published curve's average over the same span. A strategy's curve covers the
 evaluation steps that all of its seeds have reached. Each RUNS_DIR also gets (again) its
-per-strategy TensorBoard aggregates (:mod:`agents.strategy_aggregates`).
+per-strategy TensorBoard aggregates (:mod:`agents.reporting.strategy_aggregates`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..runs.run_logger import EVAL_CSV
 from .curves import REFERENCES, Curve, load_curves, load_reference
-from .run_logger import EVAL_CSV
 from .strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
 
 #: The published table's early columns (``docs/decisions.md#published-curves``).

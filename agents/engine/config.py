@@ -1,0 +1,145 @@
+"""The DDPG agent's hyperparameters (:class:`DDPGConfig`) and how a value is checked.
+
+Defaults are the paper's experiment (Khan et al. 2018, Appendix K and Table 3;
+Lillicrap et al. 2015); ``configs/ddpg.yaml`` restates them with the source of every
+value. A run's settings and the YAML layering that resolves them are
+:mod:`agents.runs.config`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import param_explore
+
+from ..errors import ConfigError
+from .strategies import make_action_noise, strategy_optimizer
+
+
+@dataclass
+class DDPGConfig:
+    """Hyperparameters of the DDPG agent (Appendix K; ``docs/decisions.md``)."""
+
+    #: The exploration strategy (``--opt``): a ``param_explore`` optimizer, or an
+    #: action-noise baseline trained as ``adam-plain`` (:mod:`agents.engine.strategies`).
+    strategy: str = "vadam"
+    #: Overrides of the strategy's optimizer defaults (``param_explore.hyperparameters``).
+    optimizer_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: Overrides of the action-noise settings (``gaussian-action``, ``ou-action`` only).
+    action_noise: dict[str, Any] = field(default_factory=dict)
+    hidden_sizes: list[int] = field(default_factory=lambda: [400, 300])
+    #: How the actor and the critic start (:mod:`agents.engine.initialisation`): the authors'
+    #: released code (``khan2018``) or Lillicrap et al. 2015 (``lillicrap``).
+    init: Literal["khan2018", "lillicrap"] = "khan2018"
+    buffer_size: int = 1_000_000
+    batch_size: int = 64
+    gamma: float = 0.99
+    tau: float = 1e-3
+    critic_lr: float = 1e-3
+    #: Updates start once the buffer holds *more* than this many transitions.
+    learning_starts: int = 64
+    #: Gradient updates per environment step.
+    gradient_steps: int = 1
+    #: ``sum`` (the released code) or ``mean`` of the minibatch policy gradient.
+    actor_grad_reduction: Literal["sum", "mean"] = "sum"
+    #: Draw new weight noise every environment ``step`` (Khan et al.) or every
+    #: ``episode``; None: the strategy's own choice (per step; per episode for
+    #: ``param-noise``, as Plappert et al.).
+    resample: Literal["step", "episode"] | None = None
+    #: A LayerNorm after each hidden layer of the actor, never perturbed (Plappert et
+    #: al.'s parameter-noise actor; ``docs/decisions.md#layer-norm``).
+    layer_norm: bool = False
+    #: Run each update as one compiled graph (:mod:`agents.engine.compiled_update`): faster,
+    #: equal to the eager update up to float rounding, seconds of compiling at the first
+    #: update. Strategies without a traced form (noisy-kfac) train eagerly.
+    compile: bool = False
+
+    def validate(self) -> None:
+        _validate_fields(self)
+        for key in ("buffer_size", "batch_size", "gradient_steps"):
+            require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
+        require(self.learning_starts >= 0, "learning_starts must be >= 0")
+        require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
+        require(0 < self.tau <= 1, f"tau must be in (0, 1], got {self.tau}")
+        require(self.critic_lr > 0, f"critic_lr must be > 0, got {self.critic_lr}")
+        require(
+            len(self.hidden_sizes) >= 2 and all(h > 0 for h in self.hidden_sizes),
+            f"hidden_sizes needs at least two positive sizes, got {self.hidden_sizes}",
+        )
+        check_strategy(self.strategy, self.optimizer_kwargs, self.action_noise)
+
+
+# --------------------------------------------------------------------------- checks
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def check_strategy(name: str, kwargs: dict[str, Any], action_noise: dict[str, Any]) -> None:
+    """Validate a strategy and its overrides by building it for a one-unit network."""
+    import torch
+
+    try:
+        optimizer = strategy_optimizer(name)
+        param_explore.make_optimizer(optimizer, torch.nn.Linear(1, 1), **kwargs)
+        make_action_noise(name, 1, action_noise)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(str(err)) from None
+
+
+def _validate_fields(config: DDPGConfig) -> None:
+    """Coerce YAML/CLI values to the declared field types, or say which one is wrong."""
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        setattr(config, f.name, _coerce(f.name, hints[f.name], value))
+
+
+def _coerce(name: str, hint: Any, value: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or isinstance(hint, types.UnionType):  # X | None
+        if value is None and type(None) in typing.get_args(hint):
+            return None
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        origin = typing.get_origin(hint)
+    if origin is Literal:
+        allowed = typing.get_args(hint)
+        require(value in allowed, f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+    if origin in (list, dict) or hint in (list, dict):
+        expected = origin or hint
+        require(isinstance(value, expected), f"{name} must be a {expected.__name__}")
+        if origin is list:
+            (item,) = typing.get_args(hint)
+            return [_coerce(f"{name}[{i}]", item, v) for i, v in enumerate(value)]
+        return value
+    if hint is bool:
+        require(isinstance(value, bool), f"{name} must be true or false, got {value!r}")
+        return value
+    if hint in (int, float):
+        number = value
+        if isinstance(value, str):  # YAML 1.1 reads 1e6 as a string
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+        ok = isinstance(number, (int, float)) and not isinstance(number, bool)
+        if ok and hint is int:
+            ok = float(number).is_integer()
+        kind = "an integer" if hint is int else "a number"
+        require(ok, f"{name} must be {kind}, got {value!r}")
+        return hint(number)
+    if hint is str:
+        require(isinstance(value, str), f"{name} must be a string, got {value!r}")
+    return value
+
+
+def upgrade_config_keys(values: dict[str, Any]) -> dict[str, Any]:
+    """Earlier versions saved the strategy as ``optimizer``."""
+    if "optimizer" in values and "strategy" not in values:
+        values = {("strategy" if k == "optimizer" else k): v for k, v in values.items()}
+    return values
