@@ -12,10 +12,11 @@ parameters it owns, with one interface (:class:`WeightSampling`):
 
 Strategies: Khan et al. 2018's six (``sgd-plain``, ``adam-plain``, ``sgd-explore``,
 ``adam-explore``, ``vadagrad``, ``vadam``), Zhang et al. 2018's ``noisy-adam`` and
-``noisy-kfac``, and Plappert et al. 2018's adaptive ``param-noise``.
+``noisy-kfac``, Plappert et al. 2018's adaptive ``param-noise``, and ``fixed-noise`` (Adam on μ with
+Vadam's initial weight noise, never adapted: the ablation of Vadam's σ).
 """
 
-from .explore import AdamExplore, SGDExplore
+from .explore import AdamExplore, FixedNoise, SGDExplore
 from .noisy_adam import NoisyAdam
 from .noisy_kfac import NoisyKFAC
 from .param_noise import AdaptiveParamNoise, action_space_distance
@@ -37,6 +38,7 @@ __all__ = [
     "AdamExplore",
     "AdamPlain",
     "AdaptiveParamNoise",
+    "FixedNoise",
     "NoisyAdam",
     "NoisyKFAC",
     "SGDExplore",

@@ -1,4 +1,5 @@
-"""SGD-Explore and Adam-Explore: mean and precision learned separately (eq. 111).
+"""SGD-Explore and Adam-Explore: mean and precision learned separately (eq. 111); and
+``fixed-noise``, the same sampling with no variance step at all.
 
 The naive parameter-exploration baselines of Appendix K. Each weight has a mean μ (the
 parameter tensor) and a learned precision p = σ⁻², initialised to 1e4 (Table 3), and
@@ -31,7 +32,7 @@ from torch import Tensor
 from .adam_rule import AdamCoefficients, adam_update_
 from .sampling import PrecisionSampling
 from .traceable import StateTensors
-from .validation import require_betas, require_positive
+from .validation import require_betas, require_non_negative, require_positive
 
 
 class _PrecisionExplore(PrecisionSampling, torch.optim.Optimizer):
@@ -97,7 +98,7 @@ class SGDExplore(_PrecisionExplore):
     ) -> None:
         defaults = dict(
             lr=require_positive("lr", lr),
-            precision_lr=require_positive("precision_lr", precision_lr),
+            precision_lr=require_non_negative("precision_lr", precision_lr),
             initial_precision=require_positive("initial_precision", initial_precision),
             min_precision=require_positive("min_precision", min_precision),
         )
@@ -168,7 +169,7 @@ class AdamExplore(_PrecisionExplore):
         defaults = dict(
             lr=require_positive("lr", lr),
             betas=require_betas("betas", betas),
-            precision_lr=require_positive("precision_lr", precision_lr),
+            precision_lr=require_non_negative("precision_lr", precision_lr),
             precision_betas=require_betas("precision_betas", precision_betas),
             eps=require_positive("eps", eps),
             initial_precision=require_positive("initial_precision", initial_precision),
@@ -218,3 +219,54 @@ def adam_explore_update_(
         c.precision,
     )
     _clamp_(precisions, c.min_precision)
+
+
+class FixedNoise(PrecisionSampling, torch.optim.Optimizer):
+    """Adam on μ and a weight noise that never changes: θ = μ + ε/√p₀ at every step.
+
+    An ablation, not a method of the papers (``docs/decisions.md#fixed-noise``): with Table 3's
+    settings Vadam's precision s + λ + c stays within a few percent of c = 1e4 for the first
+    100 k steps, so its σ hardly moves from 0.01. This strategy keeps exactly that noise and
+    learns μ by the same Adam as Vadam and Adam-Explore (:func:`adam_update_`, bias
+    correction folded into the step), so comparing it with Vadam asks whether Vadam's
+    *adaptive* σ matters or only its weight noise. It is Adam-Explore with a precision step
+    of zero (eq. 111 with α^(σ) = 0), computed without the unused precision moments.
+    """
+
+    _state_keys = ("precision", "exp_avg", "exp_avg_sq")
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict],
+        lr: float = 1e-4,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        initial_precision: float = 1e4,
+    ) -> None:
+        defaults = dict(
+            lr=require_positive("lr", lr),
+            betas=require_betas("betas", betas),
+            eps=require_positive("eps", eps),
+            initial_precision=require_positive("initial_precision", initial_precision),
+        )
+        super().__init__(params, defaults)
+
+    def _init_state(self, group: Mapping, p: Tensor) -> dict:
+        state = super()._init_state(group, p)
+        for key in ("exp_avg", "exp_avg_sq"):
+            if key not in state:
+                state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return state
+
+    def _coefficients(self, group: Mapping, step: int) -> AdamCoefficients:
+        return AdamCoefficients.at_step(step, group["lr"], group["betas"], group["eps"])
+
+    def _update(
+        self,
+        group: Mapping,
+        xs: list[Tensor],
+        grads: list[Tensor],
+        state: StateTensors,
+        c: AdamCoefficients,
+    ) -> None:
+        adam_update_(xs, grads, state["exp_avg"], state["exp_avg_sq"], c)

@@ -65,6 +65,7 @@ class AdaptiveParamNoise(AdamPlain):
     explores = True
     gradient_at_sample = False
     default_resample = "episode"
+    default_layer_norm = True
 
     def __init__(
         self,

@@ -3,7 +3,8 @@
 The names are the ones used on the command line (``--opt``), in YAML presets and in
 run directories. Constructor defaults are Table 3 of Khan et al. 2018 (Appendix K) for
 its six strategies, the RL (variational-optimisation) reading of Zhang et al. 2018 for
-noisy Adam and noisy K-FAC, and Plappert et al. 2018 for adaptive parameter noise.
+noisy Adam and noisy K-FAC, Plappert et al. 2018 for adaptive parameter noise, and
+Adam-Explore's for ``fixed-noise`` (Vadam's ablation: its noise without σ learning).
 
 Pass the network itself (an ``nn.Module``): noisy K-FAC needs its layers, the others
 take its parameters — its ``LayerNorm`` parameters in a group that is trained but never
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .explore import AdamExplore, SGDExplore
+from .explore import AdamExplore, FixedNoise, SGDExplore
 from .noisy_adam import NoisyAdam
 from .noisy_kfac import NoisyKFAC
 from .param_noise import AdaptiveParamNoise
@@ -38,6 +39,7 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "noisy-adam": NoisyAdam,
     "noisy-kfac": NoisyKFAC,
     "param-noise": AdaptiveParamNoise,
+    "fixed-noise": FixedNoise,
 }
 
 

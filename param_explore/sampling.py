@@ -89,6 +89,10 @@ class WeightSampling:
     #: When a caller that does not say otherwise draws new noise: every environment
     #: ``step`` (Khan et al., Alg. 1-2 line 3) or every ``episode`` (parameter noise).
     default_resample: str = "step"
+    #: Whether the network this strategy explores with normalises its hidden layers when
+    #: a caller does not say (``layer_norm: null``): parameter noise perturbs a
+    #: layer-normalised actor (Plappert et al. 2018), every other strategy a plain one.
+    default_layer_norm: bool = False
     #: Environment steps between two calls of :meth:`adapt_noise`; None: never called.
     noise_adaptation_interval: int | None = None
     #: Steps skipped because a gradient was not finite (:func:`skips_non_finite`).

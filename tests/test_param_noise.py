@@ -126,12 +126,31 @@ def test_per_episode_perturbation_is_the_default_wherever_param_noise_is_built()
     assert model.policy.resample == "episode"
 
 
-def test_param_noise_preset_uses_a_layer_normalised_actor():
-    config = resolve_config(strategy="param-noise")
-    assert config.layer_norm
-    a = DDPG("Pendulum-v1", config.agent_config(), seed=0, device="cpu")
-    assert [type(m).__name__ for m in a.actor.norms] == ["LayerNorm", "LayerNorm"]
-    assert not resolve_config(strategy="vadam").layer_norm
+def _layer_norms_of_native(agent_: DDPG) -> int:
+    return sum(isinstance(m, torch.nn.LayerNorm) for m in agent_.actor.modules())
+
+
+def _layer_norms_of_sb3(strategy: str) -> int:
+    model = SB3DDPG(
+        "ParamExplorePolicy", "Pendulum-v1", device="cpu",
+        policy_kwargs=dict(strategy=strategy, net_arch=[8, 8]),
+    )  # fmt: skip
+    return sum(isinstance(m, torch.nn.LayerNorm) for m in model.policy.actor.modules())
+
+
+@pytest.mark.parametrize(("strategy", "norms"), [("param-noise", 2), ("vadam", 0)])
+def test_a_strategys_actor_is_the_same_from_the_cli_python_and_sb3(strategy, norms):
+    """A preset means one network everywhere: parameter noise perturbs a layer-normalised
+    actor (two hidden layers, two norms) whether it is built by ``train_agent``'s resolved
+    config, by ``DDPG(...)`` in Python without a config, or as SB3's policy."""
+    config = resolve_config(strategy=strategy, set_options=["hidden_sizes=[8,8]"])
+    from_cli = DDPG("Pendulum-v1", config.agent_config(), seed=0, device="cpu")
+    from_python = DDPG("Pendulum-v1", strategy=strategy, hidden_sizes=[8, 8], device="cpu")
+    assert _layer_norms_of_native(from_cli) == norms
+    assert _layer_norms_of_native(from_python) == norms
+    assert _layer_norms_of_sb3(strategy) == norms
+    # An explicit setting wins over the strategy's own choice, in both directions.
+    assert _layer_norms_of_native(agent(strategy, layer_norm=not norms)) == 2 - norms
 
 
 def test_noisy_kfac_refuses_a_layer_normalised_actor_clearly():

@@ -240,8 +240,15 @@ def reference_param_noise(lr=1e-4, sigma=0.2, steps=STEPS):
     return means, [[np.full(s, sigma) for s in SHAPES]] * steps
 
 
+def reference_fixed_noise(lr=1e-4, p1=1e4, steps=STEPS):
+    """Adam on μ at θ = μ + ε/√p₁ with p₁ fixed: Adam-Explore's reference with α^(σ) = 0."""
+    assert steps == STEPS
+    return reference_adam_explore(lr=lr, lr_prec=0.0, p1=p1)
+
+
 REFERENCES = {
     "vadam": reference_vadam,
+    "fixed-noise": reference_fixed_noise,
     "vadagrad": reference_vadagrad,
     "adam-plain": reference_adam_plain,
     "sgd-plain": reference_sgd_plain,
@@ -403,3 +410,14 @@ def test_strategies_without_a_clamp_report_sigma_statistics_only():
     stats = pe.make_optimizer("vadam", net).exploration_statistics()
     assert set(stats) == {"sigma_mean", "sigma_min", "sigma_max"}
     assert stats["sigma_mean"] == pytest.approx(1 / np.sqrt(1e-8 + 1e4))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fixed_noise_is_adam_explore_without_a_precision_step(mode):
+    """The ablation preset equals Adam-Explore whose variance step is zero (eq. 111 with
+    α^(σ) = 0): the same μ after every step and the same σ = 0.01 throughout."""
+    fixed = run_optimizer("fixed-noise", mode=mode)
+    explore = run_optimizer("adam-explore", mode=mode, precision_lr=0.0)
+    for actual, expected in zip(fixed, explore):
+        assert_trajectories_close(actual, expected, rtol=0, atol=0)
+    assert all(np.allclose(s, 0.01, rtol=1e-6) for step in fixed[1] for s in step)

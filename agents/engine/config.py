@@ -51,8 +51,9 @@ class DDPGConfig:
     #: ``param-noise``, as Plappert et al.).
     resample: Literal["step", "episode"] | None = None
     #: A LayerNorm after each hidden layer of the actor, never perturbed (Plappert et
-    #: al.'s parameter-noise actor; ``docs/decisions.md#layer-norm``).
-    layer_norm: bool = False
+    #: al.'s parameter-noise actor; ``docs/decisions.md#layer-norm``); None: the
+    #: strategy's own choice (on for ``param-noise`` only), the same in every engine.
+    layer_norm: bool | None = None
     #: Run each update as one compiled graph (:mod:`agents.engine.compiled_update`): faster,
     #: equal to the eager update up to float rounding, seconds of compiling at the first
     #: update. Strategies without a traced form (noisy-kfac) train eagerly.
@@ -136,6 +137,13 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
     if hint is str:
         require(isinstance(value, str), f"{name} must be a string, got {value!r}")
     return value
+
+
+def strategy_layer_norm(strategy: str, layer_norm: bool | None) -> bool:
+    """``layer_norm`` as given, or the strategy's own choice when it is None."""
+    if layer_norm is not None:
+        return layer_norm
+    return param_explore.optimizer_class(strategy_optimizer(strategy)).default_layer_norm
 
 
 def upgrade_config_keys(values: dict[str, Any]) -> dict[str, Any]:

@@ -41,7 +41,7 @@ import param_explore
 from ..errors import CheckpointError, ConfigError, NonFiniteDataError
 from .checkpoints import atomic_write, read_checkpoint
 from .compiled_update import CompilationError, CompiledUpdate
-from .config import DDPGConfig, upgrade_config_keys
+from .config import DDPGConfig, strategy_layer_norm, upgrade_config_keys
 from .envs import env_id, make_env
 from .networks import Actor, Critic
 from .replay_buffer import ReplayBuffer
@@ -119,7 +119,7 @@ class DDPG:
             action_space.high,
             cfg.hidden_sizes,
             init=cfg.init,
-            layer_norm=cfg.layer_norm,
+            layer_norm=strategy_layer_norm(cfg.strategy, cfg.layer_norm),
         )
         self.critic = Critic(obs_dim, action_space.shape[0], cfg.hidden_sizes, init=cfg.init)
         self.actor.to(self.device)

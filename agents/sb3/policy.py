@@ -149,7 +149,8 @@ class ParamExplorePolicy(TD3Policy):
         released code, as the native agent's default; ``lillicrap``). Targets start equal
         to the networks either way.
     :param layer_norm: a LayerNorm after each hidden layer of the actor, never perturbed
-        (Plappert et al.'s parameter-noise actor).
+        (Plappert et al.'s parameter-noise actor); None: the strategy's own choice (on for
+        ``param-noise`` only), as in the native agent and ``train_agent``.
     SB3's ``optimizer_class``/``optimizer_kwargs`` and ``learning_rate`` apply to the
     critic only.
     """
@@ -167,7 +168,7 @@ class ParamExplorePolicy(TD3Policy):
         resample: Literal["step", "episode"] | None = None,
         actor_grad_scale: float = 1.0,
         init: Literal["sb3", "khan2018", "lillicrap"] = "sb3",
-        layer_norm: bool = False,
+        layer_norm: bool | None = None,
         optimizer: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -183,7 +184,9 @@ class ParamExplorePolicy(TD3Policy):
         self.actor_optimizer_kwargs = dict(actor_optimizer_kwargs or {})
         self.resample = resample or strategy_class.default_resample
         self.actor_grad_scale = require_positive("actor_grad_scale", actor_grad_scale)
-        self.layer_norm = layer_norm
+        self.layer_norm = (
+            strategy_class.default_layer_norm if layer_norm is None else bool(layer_norm)
+        )
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
     def make_actor(self, features_extractor=None) -> ParamExploreActor:
