@@ -156,7 +156,10 @@ def _grid(configs: list, args: argparse.Namespace) -> int:
     print(f"{total - len(failed)} of {total} runs finished, {len(failed)} failed")
     for env_dir in sorted({Path(c.logdir) / c.env for c in configs}):
         if env_dir.is_dir() and write_strategy_aggregates(env_dir):
-            print(f"strategy means ± s.e. for TensorBoard: {env_dir / AGGREGATE_DIR}")
+            print(
+                "strategy aggregates (mean, 95 % bootstrap band) for TensorBoard: "
+                f"{env_dir / AGGREGATE_DIR}"
+            )
     return 1 if failed else 0
 
 

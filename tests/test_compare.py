@@ -1,9 +1,10 @@
-"""``compare_runs --reference khan2018``: the published curves beside measured ones.
+"""``compare_runs``: the published runs beside measured ones, and the interval estimates.
 
-The published values are recomputed here with NumPy straight from the shipped CSV
-(strategy, seed, step, mean_return, ...), independently of ``agents.reporting.curves``. The measured
-runs are eval CSVs written by the project's own ``RunLogger``: compare_runs reads nothing
-else of a run.
+The published values are recomputed here with NumPy straight from the shipped CSV (run,
+strategy, seed, step, mean_return, ...), independently of ``agents.reporting``; the
+interval estimates with rliable called directly on the runs' scores. The measured runs
+are eval CSVs written by the project's own ``RunLogger``: compare_runs reads nothing else
+of a run.
 """
 
 from __future__ import annotations
@@ -16,31 +17,38 @@ from pathlib import Path
 import matplotlib.colors
 import numpy as np
 import pytest
+from rliable import metrics
 
-from agents.reporting.compare import main, plot_comparison
-from agents.reporting.curves import load_curves, load_reference
+from agents.reporting.compare import main, method_colors, plot_comparison
+from agents.reporting.references import load_reference
+from agents.reporting.run_files import load_runs
+from agents.reporting.tasks import group_tasks
 from agents.runs.run_logger import RunLogger
 
 STEPS = list(range(10_000, 100_001, 10_000))
+REPS = ["--reps", "100"]
 
 
-def published(strategy: str) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, returns[seed, step]) of ``strategy`` in the shipped CSV, by NumPy alone."""
-    path = resources.files("agents.reporting").joinpath("data", "khan2018_halfcheetah_v1_curves.csv")
+def published(strategy: str, runs: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, returns[seed, step]) of ``strategy`` in the shipped CSV for ``runs`` (seeds
+    of several runs stacked: the pool), by NumPy alone."""
+    path = resources.files("agents.reporting").joinpath(
+        "data", "khan2018_halfcheetah_v1_curves.csv"
+    )
     data = np.genfromtxt(str(path), delimiter=",", names=True, dtype=None, encoding="utf-8")
-    rows = data[data["strategy"] == strategy]
+    rows = data[(data["strategy"] == strategy) & np.isin(data["run"], runs)]
     steps = np.unique(rows["step"])
-    seeds = np.unique(rows["seed"])
     returns = np.array(
-        [[rows[(rows["seed"] == s) & (rows["step"] == t)]["mean_return"][0] for t in steps]
-         for s in seeds]
+        [[rows[(rows["run"] == r) & (rows["seed"] == s) & (rows["step"] == t)]["mean_return"][0]
+          for t in steps]
+         for r in runs for s in np.unique(rows[rows["run"] == r]["seed"])]
     )  # fmt: skip
     return steps, returns
 
 
-def write_runs(root: Path, strategies: dict[str, float]) -> Path:
+def write_runs(root: Path, strategies: dict[str, float], env: str = "HalfCheetah-v4") -> Path:
     """Two seeds per strategy, returns rising linearly from ``offset``."""
-    env_dir = root / "HalfCheetah-v4"
+    env_dir = root / env
     for strategy, offset in strategies.items():
         for seed in (0, 1):
             logger = RunLogger(env_dir / strategy / f"seed{seed}")
@@ -50,53 +58,130 @@ def write_runs(root: Path, strategies: dict[str, float]) -> Path:
     return env_dir
 
 
-def test_published_curves_overlay_and_tables(tmp_path, capsys):
+def test_the_shipped_runs_are_the_released_ones():
+    """Run 2 is the authors' second run: per-seed values at 101 k (decisions.md)."""
+    steps, run2 = published("vadam", (2,))
+    at = np.flatnonzero(steps == 101_000)[0]
+    np.testing.assert_allclose(run2[:, at].round(), [177, 307, 982, 996, 899], atol=1)
+    _, run1 = published("vadam", (1,))
+    np.testing.assert_allclose(run1[:, at].round(), [2853, 1089, 786, 2167, 2079], atol=1)
+    _, pooled = published("vadam", (1, 2))
+    assert pooled.shape == (10, len(steps))
+
+
+def test_three_published_runs_overlay_and_tables(tmp_path, capsys):
     env_dir = write_runs(tmp_path / "runs", {"vadam": 0.0, "adam-plain": -500.0})
     out = tmp_path / "report"
     assert main([str(env_dir), "--reference", "khan2018", "--at", "50000,100000",
-                 "--out", str(out)]) == 0  # fmt: skip
+                 "--out", str(out), *REPS]) == 0  # fmt: skip
     assert (out / "comparison.png").stat().st_size > 10_000
 
     with open(out / "comparison.csv", newline="") as f:
         table = {row["strategy"]: row for row in csv.DictReader(f)}
     for strategy in ("vadam", "adam-plain"):
-        steps, returns = published(strategy)
         row = table[strategy]
-        # 51 k is the published step nearest 50 k (41 k and 51 k straddle it), 101 k
-        # the one nearest 100 k.
-        for at, expected_step in ((50_000, 51_000), (100_000, 101_000)):
-            assert int(row[f"published_step_at_{at}"]) == expected_step
-            column = returns[:, np.flatnonzero(steps == expected_step)[0]]
-            assert float(row[f"published_at_{at}_mean"]) == pytest.approx(column.mean())
-            se = column.std(ddof=1) / math.sqrt(len(column))
-            assert float(row[f"published_at_{at}_se"]) == pytest.approx(se)
-        # The published average over the measured span: 11 k … 101 k, trapezoid rule.
-        span = (steps >= 11_000) & (steps <= 101_000)
-        trapezoid = getattr(np, "trapezoid", None) or np.trapz  # NumPy 2 renamed it
-        per_seed = trapezoid(returns[:, span], steps[span], axis=1) / 90_000
-        assert float(row["published_auc_mean"]) == pytest.approx(per_seed.mean())
+        for key, runs in (("run1", (1,)), ("run2", (2,)), ("pooled", (1, 2))):
+            steps, returns = published(strategy, runs)
+            # 51 k is the published step nearest 50 k (41 k and 51 k straddle it), 101 k
+            # the one nearest 100 k.
+            for at, expected_step in ((50_000, 51_000), (100_000, 101_000)):
+                assert int(row[f"published_step_at_{at}"]) == expected_step
+                column = returns[:, np.flatnonzero(steps == expected_step)[0]]
+                assert float(row[f"{key}_at_{at}_mean"]) == pytest.approx(column.mean())
+                se = column.std(ddof=1) / math.sqrt(len(column))
+                assert float(row[f"{key}_at_{at}_se"]) == pytest.approx(se)
+            # The published average over the measured span: 11 k … 101 k, trapezoid rule.
+            span = (steps >= 11_000) & (steps <= 101_000)
+            trapezoid = getattr(np, "trapezoid", None) or np.trapz  # NumPy 2 renamed it
+            per_seed = trapezoid(returns[:, span], steps[span], axis=1) / 90_000
+            assert float(row[f"{key}_auc_mean"]) == pytest.approx(per_seed.mean())
     markdown = (out / "comparison.md").read_text()
-    assert "| strategy | seeds | final | best | 50 k | published (51 k) | 100 k |" in markdown
-    vadam_steps, vadam_returns = published("vadam")
-    at_101k = vadam_returns[:, np.flatnonzero(vadam_steps == 101_000)[0]]
+    assert ("| strategy | seeds | final | best | 50 k | run 1 (51 k) | run 2 (51 k) | "
+            "pooled 10 (51 k) | 100 k |") in markdown  # fmt: skip
+    _, pooled = published("vadam", (1, 2))
+    steps, _ = published("vadam", (1,))
+    at_101k = pooled[:, np.flatnonzero(steps == 101_000)[0]]
     assert f"| {at_101k.mean():.0f} ± " in markdown
     assert "Khan et al. 2018, HalfCheetah-v1" in capsys.readouterr().out
 
 
-def test_overlay_lines_are_the_published_mean_in_the_strategys_colour(tmp_path):
+def test_one_published_run_alone(tmp_path):
+    env_dir = write_runs(tmp_path / "runs", {"vadam": 0.0})
+    out = tmp_path / "report"
+    assert main([str(env_dir), "--reference", "khan2018:2", "--at", "50000", "--out", str(out),
+                 *REPS]) == 0  # fmt: skip
+    with open(out / "comparison.csv", newline="") as f:
+        (row,) = csv.DictReader(f)
+    assert "run2_at_50000_mean" in row
+    assert "run1_at_50000_mean" not in row and "pooled_auc_mean" not in row
+    steps, returns = published("vadam", (2,))
+    column = returns[:, np.flatnonzero(steps == 51_000)[0]]
+    assert float(row["run2_at_50000_mean"]) == pytest.approx(column.mean())
+
+
+def test_overlay_lines_are_the_published_means_in_the_strategys_colour(tmp_path):
     env_dir = write_runs(tmp_path, {"vadam": 0.0, "sgd-plain": 100.0, "mine": 0.0})
-    fig = plot_comparison(load_curves(env_dir), load_reference("khan2018"))
+    curves, _ = load_runs(env_dir)
+    reference = load_reference("khan2018")
+    by_strategy: dict = {}
+    for run, strategies in reference.items():
+        for strategy, curve in strategies.items():
+            by_strategy.setdefault(strategy, {})[run] = curve
+    fig = plot_comparison(group_tasks(curves), by_strategy, method_colors(curves))
     lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
-    assert "mine, published (5 seeds)" not in lines  # no published curve for it
+    assert not any(label.startswith("mine,") for label in lines)  # nothing published for it
     for strategy in ("vadam", "sgd-plain"):
-        dashed = lines[f"{strategy}, published (5 seeds)"]
         solid = lines[f"{strategy} (2 seeds)"]
-        assert dashed.get_linestyle() == "--"
-        assert matplotlib.colors.same_color(dashed.get_color(), solid.get_color())
-        steps, returns = published(strategy)
-        span = (steps >= 11_000) & (steps <= 101_000)
-        np.testing.assert_array_equal(dashed.get_xdata(), steps[span])
-        np.testing.assert_allclose(dashed.get_ydata(), returns[:, span].mean(axis=0))
+        for title, style, runs in (
+            ("run 1 (5 seeds)", "--", (1,)),
+            ("run 2 (5 seeds)", ":", (2,)),
+            ("pooled 10 (10 seeds)", "-.", (1, 2)),
+        ):
+            line = lines[f"{strategy}, {title}"]
+            assert line.get_linestyle() == style
+            assert matplotlib.colors.same_color(line.get_color(), solid.get_color())
+            steps, returns = published(strategy, runs)
+            span = (steps >= 11_000) & (steps <= 101_000)
+            np.testing.assert_array_equal(line.get_xdata(), steps[span])
+            np.testing.assert_allclose(line.get_ydata(), returns[:, span].mean(axis=0))
+
+
+def test_interval_estimates_match_rliable_on_the_runs_scores(tmp_path):
+    """IQM, mean and P(X > Y) of the final scores in intervals.csv and
+    probability_of_improvement.csv: rliable's own metrics on the eval.csv values."""
+    env_dir = tmp_path / "HalfCheetah-v4"
+    finals = {"vadam": [900.0, 1500.0, 300.0, 1200.0, 2000.0], "adam-plain": [800.0, 100.0,
+              1300.0, 600.0, 400.0]}  # fmt: skip
+    for strategy, values in finals.items():
+        for seed, value in enumerate(values):
+            logger = RunLogger(env_dir / strategy / f"seed{seed}")
+            logger.evaluation(10_000, 0.0, 1.0, 20, 0.0)
+            logger.evaluation(20_000, value, 1.0, 20, 0.0)
+            logger.close()
+    out = tmp_path / "report"
+    assert main([str(env_dir), "--out", str(out), *REPS]) == 0
+    with open(out / "intervals.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for strategy, values in finals.items():
+        x = np.array(values)[:, None]
+        found = {(r["statistic"], r["scope"]): r for r in rows
+                 if r["method"] == strategy and r["score"] == "final"}  # fmt: skip
+        iqm = found["iqm", "HalfCheetah-v4"]
+        assert float(iqm["point"]) == pytest.approx(metrics.aggregate_iqm(x))
+        assert float(iqm["lower"]) <= float(iqm["point"]) <= float(iqm["upper"])
+        assert float(found["mean", "HalfCheetah-v4"]["point"]) == pytest.approx(np.mean(values))
+        normalised = found["iqm", "across tasks"]  # D4RL's HalfCheetah reference returns
+        expected = metrics.aggregate_iqm((x + 280.178953) / (12135.0 + 280.178953))
+        assert float(normalised["point"]) == pytest.approx(expected)
+    with open(out / "probability_of_improvement.csv", newline="") as f:
+        pairs = {(r["x"], r["y"], r["score"]): r for r in csv.DictReader(f)}
+    x, y = (np.array(finals[s])[:, None] for s in ("vadam", "adam-plain"))
+    p = float(pairs["vadam", "adam-plain", "final"]["p_x_above_y"])
+    assert p == pytest.approx(metrics.probability_of_improvement(x, y))
+    assert p == pytest.approx(19 / 25)  # by hand: 4 + 5 + 1 + 4 + 5 of 25 pairs ahead
+    for name in ("intervals.png", "probability_of_improvement.png", "performance_profile.png"):
+        assert (out / name).stat().st_size > 10_000
+    assert "P(row > column), final score, HalfCheetah-v4" in (out / "comparison.md").read_text()
 
 
 def test_several_run_directories_with_labels_and_a_strategy_filter(tmp_path, capsys):
@@ -104,7 +189,7 @@ def test_several_run_directories_with_labels_and_a_strategy_filter(tmp_path, cap
     second = write_runs(tmp_path / "b", {"vadam": 1000.0, "sgd-plain": 0.0})
     out = tmp_path / "report"
     code = main([str(first), str(second), "--labels", "khan2018,lillicrap",
-                 "--strategies", "vadam", "--at", "50000", "--out", str(out)])  # fmt: skip
+                 "--strategies", "vadam", "--at", "50000", "--out", str(out), *REPS])  # fmt: skip
     assert code == 0
     with open(out / "comparison.csv", newline="") as f:
         table = {row["strategy"]: row for row in csv.DictReader(f)}

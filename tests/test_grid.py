@@ -13,6 +13,7 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 import pytest
+from rliable import library as rly
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.custom_scalar import layout_pb2
 
@@ -85,16 +86,30 @@ def test_local_grid_then_compare_runs(tmp_path):
         assert float(row["auc_mean"]) == pytest.approx(auc)
     markdown = (out / "comparison.md").read_text()
     assert "| vadam | 2 |" in markdown and "| adam-plain | 2 |" in markdown
-    check_strategy_aggregates(env_dir)
+    check_strategy_aggregates(env_dir, "ci")
 
     # compare_runs again: the aggregates are replaced, no step appears twice.
-    assert compare_runs([str(env_dir), "--out", str(out)]) == 0  # its main(), in this process
-    check_strategy_aggregates(env_dir)
+    code = compare_runs([str(env_dir), "--out", str(out), "--band", "se", "--reps", "50"])
+    assert code == 0  # its main(), in this process
+    check_strategy_aggregates(env_dir, "se")
 
 
-def check_strategy_aggregates(env_dir: Path) -> None:
-    """Per strategy: mean ± s.e. over seeds as TensorBoard reads it, against NumPy on the
-    runs' eval.csv (and on their σ events); the layout's margin charts use those tags."""
+def ci_band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """rliable called directly: the 95 % stratified-bootstrap interval of the mean at each
+    step (steps as strata), 2000 replicates, NumPy's global generator seeded with 0."""
+    state = np.random.get_state()
+    np.random.seed(0)
+    _, intervals = rly.get_interval_estimates(
+        {"curve": values}, lambda x: x.mean(axis=0), reps=2000
+    )
+    np.random.set_state(state)
+    return intervals["curve"][0], intervals["curve"][1]
+
+
+def check_strategy_aggregates(env_dir: Path, band: str) -> None:
+    """Per strategy: the mean over seeds and its band (``ci``: rliable's bootstrap interval
+    called directly; ``se``: ± s.e. by NumPy) as TensorBoard reads it, on the runs'
+    eval.csv (and on their σ events); the layout's margin charts use those tags."""
     for opt in ("vadam", "adam-plain"):
         acc = EventAccumulator(str(env_dir / "compare" / opt), size_guidance={"scalars": 0})
         acc.Reload()
@@ -111,7 +126,8 @@ def check_strategy_aggregates(env_dir: Path) -> None:
                                     ("sigma_mean", sigma, sigma_steps)):  # fmt: skip
             mean = values.mean(axis=0)
             se = values.std(axis=0, ddof=1) / math.sqrt(2)
-            for suffix, expected in (("", mean), ("_lower", mean - se), ("_upper", mean + se)):
+            lower, upper = ci_band(values) if band == "ci" else (mean - se, mean + se)
+            for suffix, expected in (("", mean), ("_lower", lower), ("_upper", upper)):
                 events = acc.Scalars(f"strategy/{name}{suffix}")
                 assert [e.step for e in events] == steps  # each step once
                 np.testing.assert_allclose([e.value for e in events], expected, rtol=1e-5)

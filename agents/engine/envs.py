@@ -6,10 +6,17 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import ConfigError
+from .mujoco_warnings import show_mujoco_warnings_once
 
 
 def make_env(env: str | gym.Env) -> gym.Env:
-    """A gymnasium env from an id (or the env itself), checked for continuous spaces."""
+    """A gymnasium env from an id (or the env itself), checked for continuous spaces.
+
+    MuJoCo's warnings are shown once per process from the first env built on
+    (:mod:`agents.engine.mujoco_warnings`); gymnasium shows its own deprecation of an old
+    env version once per process already.
+    """
+    show_mujoco_warnings_once()
     if isinstance(env, str):
         try:
             env = gym.make(env)

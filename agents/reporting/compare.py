@@ -1,23 +1,33 @@
-"""``compare_runs``: the paper's comparison (Figures 5-6) from directories of runs.
+"""``compare_runs``: the paper's comparison (Figures 5-6) from directories of runs, with
+interval estimates that hold up over few seeds.
 
     compare_runs runs/HalfCheetah-v4 [--out DIR] [--at 50000,100000] [--reference khan2018]
     compare_runs A/HalfCheetah-v4 B/HalfCheetah-v4 --labels a,b [--strategies vadam]
+    compare_runs runs/HalfCheetah-v4 runs/Hopper-v4          # two tasks
 
-reads ``<RUNS_DIR>/<strategy>/seed<k>/eval.csv`` and writes to DIR (default: the first
-RUNS_DIR):
+reads ``<RUNS_DIR>/<strategy>/seed<k>/eval.csv`` (:mod:`agents.reporting.run_files`) and
+writes to DIR (default: the first RUNS_DIR):
 
 * ``comparison.png``: mean ± standard error over seeds of the test return against
-  environment steps, one curve per strategy (and per RUNS_DIR when several are given);
+  environment steps, one curve per strategy (and per RUNS_DIR of one env), one panel per
+  task;
 * ``comparison.md`` and ``comparison.csv``: per strategy the number of seeds, the final
   and the best mean return, the return at the ``--at`` steps and the area under the
   curve (the curve's average return over its steps, trapezoid rule), each mean ± standard
-  error.
+  error; ``comparison.md`` goes on with the interval estimates
+  (:mod:`agents.reporting.interval_report`: ``intervals.{csv,png}``,
+  ``probability_of_improvement.{csv,png}``, ``performance_profile.png``).
 
-With ``--reference khan2018`` the published curves (:mod:`agents.reporting.curves`) are drawn dashed
-in each strategy's colour over the measured steps, and the tables give the published
-value beside each measured one, at the nearest published step (named in the table), and
-the published curve's average over the same span. A strategy's curve covers the
-evaluation steps that all of its seeds have reached. Each RUNS_DIR also gets (again) its
+Tasks: a task is an env, read from each run's ``config.yaml``. Several RUNS_DIRs of
+different envs are several tasks, compared per task and aggregated across tasks; several
+RUNS_DIRs of one env are an ablation, their curves told apart by ``--labels`` (default:
+the directories' paths). Runs of different envs are never averaged together.
+
+With ``--reference khan2018`` (``:1``, ``:2`` or ``:pooled`` for one of the released
+runs) the published curves (:mod:`agents.reporting.references`) are drawn in each
+strategy's colour beside the HalfCheetah task, and the table gives each published value
+beside the measured one, at the nearest published step (named in the table), and the
+published curve's average over the same span. Each RUNS_DIR also gets (again) its
 per-strategy TensorBoard aggregates (:mod:`agents.reporting.strategy_aggregates`).
 """
 
@@ -25,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import sys
 from pathlib import Path
 
@@ -36,40 +45,60 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..errors import ConfigError
 from ..runs.run_logger import EVAL_CSV
-from .curves import REFERENCES, Curve, load_curves, load_reference
-from .strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
+from .curves import Curve, stderr
+from .intervals import DEFAULT_REPS, DEFAULT_SEED
+from .references import (
+    REFERENCES,
+    RUN_TITLES,
+    parse_reference,
+    published_column,
+    reference_span,
+)
+from .run_files import load_runs
+from .strategy_aggregates import AGGREGATE_DIR, BANDS, write_strategy_aggregates
+from .tasks import Task, group_tasks
 
 #: The published table's early columns (``docs/decisions.md#published-curves``).
 DEFAULT_CHECKPOINTS = (50_000, 100_000, 200_000, 500_000, 1_000_000)
+#: How each published run is drawn; the pool of 10 also gets its ± s.e. band.
+_RUN_STYLES = {"1": "--", "2": ":", "pooled": "-."}
+_RUN_KEYS = {"1": "run1", "2": "run2", "pooled": "pooled"}
+#: The files a comparison writes.
+OUTPUTS = {
+    "comparison.png",
+    "comparison.md",
+    "comparison.csv",
+    "intervals.csv",
+    "intervals.png",
+    "probability_of_improvement.csv",
+    "probability_of_improvement.png",
+    "performance_profile.png",
+}
 
 MeanSE = tuple[float, float]
+#: run (``1``, ``2``, ``pooled``) → the published curve of one strategy
+Published = dict[str, Curve]
 
 
 def _mean_se(values: np.ndarray) -> MeanSE:
-    se = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else 0.0
-    return float(values.mean()), float(se)
-
-
-def reference_span(curve: Curve, reference: Curve) -> Curve:
-    """The published curve between the published steps nearest the measured ends."""
-    first = reference.nearest_step(int(curve.steps[0]))
-    last = reference.nearest_step(int(curve.steps[-1]))
-    return reference.between(first, last)
+    return float(values.mean()), float(stderr(values[:, None])[0])
 
 
 def summarize(
-    curve: Curve, checkpoints: tuple[int, ...], reference: Curve | None = None
+    curve: Curve, checkpoints: tuple[int, ...], published: Published | None = None
 ) -> dict[str, object]:
     """One table row: values are (mean, standard error) over seeds.
 
-    With ``reference``, ``published_at_<step>`` is the published value at the published
-    step nearest ``step`` (``published_step_at_<step>``), and ``published_auc`` the
-    published curve's average over the measured span (:func:`reference_span`).
+    For each published run r, ``<r>_at_<step>`` is the published value at the published
+    step nearest ``step`` (``published_step_at_<step>``), and ``<r>_auc`` the published
+    curve's average over the measured span (:func:`reference_span`).
     """
     best = int(np.argmax(curve.mean))
     row: dict[str, object] = {
         "strategy": curve.name,
+        "env": curve.env,
         "seeds": curve.seeds,
         "final_step": int(curve.steps[-1]),
         "final": _mean_se(curve.returns[:, -1]),
@@ -80,26 +109,23 @@ def summarize(
     for step in checkpoints:
         index = np.flatnonzero(curve.steps == step)
         row[f"at_{step}"] = _mean_se(curve.returns[:, index[0]]) if len(index) else None
-        if reference is not None:
-            published = reference.nearest_step(step)
-            column = reference.returns[:, np.flatnonzero(reference.steps == published)[0]]
-            row[f"published_at_{step}"] = _mean_se(column)
-            row[f"published_step_at_{step}"] = published
-    if reference is not None:
-        row["published_auc"] = _mean_se(reference_span(curve, reference).auc_per_seed())
+        for run, reference in (published or {}).items():
+            at, column = published_column(reference, step)
+            row[f"{_RUN_KEYS[run]}_at_{step}"] = _mean_se(column)
+            row[f"published_step_at_{step}"] = at
+    for run, reference in (published or {}).items():
+        row[f"{_RUN_KEYS[run]}_auc"] = _mean_se(reference_span(curve, reference).auc_per_seed())
     return row
 
 
-def _columns(checkpoints: tuple[int, ...], with_reference: bool) -> list[tuple[str, str]]:
+def _columns(checkpoints: tuple[int, ...], runs: tuple[str, ...]) -> list[tuple[str, str]]:
     """(row key, title stem) of every mean ± s.e. column, in table order."""
     columns = [("final", "final"), ("best", "best")]
     for step in checkpoints:
         columns.append((f"at_{step}", f"{step // 1000} k"))
-        if with_reference:
-            columns.append((f"published_at_{step}", "published"))
+        columns += [(f"{_RUN_KEYS[r]}_at_{step}", RUN_TITLES[r]) for r in runs]
     columns.append(("auc", "AUC"))
-    if with_reference:
-        columns.append(("published_auc", "published AUC"))
+    columns += [(f"{_RUN_KEYS[r]}_auc", f"{RUN_TITLES[r]} AUC") for r in runs]
     return columns
 
 
@@ -107,71 +133,75 @@ def _k(step: int) -> str:
     return f"{step / 1000:g} k"
 
 
+def method_colors(curves: list[Curve]) -> dict[str, str]:
+    """One colour per method name, the same in every figure and panel."""
+    names = list(dict.fromkeys(curve.name for curve in curves))
+    return {name: f"C{i % 10}" for i, name in enumerate(names)}
+
+
 def plot_comparison(
-    curves: list[Curve], references: dict[str, Curve], citation: str | None = None
+    tasks: list[Task],
+    published: dict[str, Published],
+    colors: dict[str, str],
+    citation: str | None = None,
 ) -> Figure:
-    """Mean ± s.e. per curve; each strategy's published curve dashed in its colour."""
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    drawn: set[str] = set()
-    for curve in curves:
-        mean, se = curve.mean, curve.stderr
-        (line,) = ax.plot(curve.steps, mean, label=f"{curve.name} ({curve.seeds} seeds)")
-        color = line.get_color()
-        ax.fill_between(curve.steps, mean - se, mean + se, color=color, alpha=0.2)
-        reference = references.get(curve.strategy)
-        if reference is None or curve.strategy in drawn:
-            continue
-        drawn.add(curve.strategy)
-        published = reference_span(curve, reference)
-        ax.plot(
-            published.steps,
-            published.mean,
-            linestyle="--",
-            color=color,
-            label=f"{curve.strategy}, published ({published.seeds} seeds)",
-        )
-        ax.fill_between(
-            published.steps,
-            published.mean - published.stderr,
-            published.mean + published.stderr,
-            color=color,
-            alpha=0.08,
-        )
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("test return (mean ± s.e. over seeds)")
-    title = "solid: measured" + (f"; dashed: {citation}" if drawn and citation else "")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", ncol=2 if drawn else 1)
+    """Mean ± s.e. per curve, a panel per task; each strategy's published runs in its
+    colour (``published``: strategy → run → curve, for the tasks it belongs to)."""
+    fig, axes = plt.subplots(1, len(tasks), figsize=(11.5 * len(tasks), 5.5), squeeze=False)
+    drawn_any = False
+    for ax, task in zip(axes[0], tasks):
+        drawn: set[str] = set()
+        for curve in task.curves:
+            mean, se = curve.mean, curve.stderr
+            color = colors[curve.name]
+            label = f"{curve.name} ({curve.seeds} seeds)"
+            ax.plot(curve.steps, mean, color=color, label=label)
+            ax.fill_between(curve.steps, mean - se, mean + se, color=color, alpha=0.2)
+            runs = published.get(curve.strategy) if curve.env == task.env else None
+            if not runs or curve.strategy in drawn:
+                continue
+            drawn.add(curve.strategy)
+            for run, reference in runs.items():
+                span = reference_span(curve, reference)
+                ax.plot(
+                    span.steps,
+                    span.mean,
+                    linestyle=_RUN_STYLES[run],
+                    color=color,
+                    label=f"{curve.strategy}, {RUN_TITLES[run]} ({span.seeds} seeds)",
+                )
+                if run == "pooled" or len(runs) == 1:
+                    low, high = span.mean - span.stderr, span.mean + span.stderr
+                    ax.fill_between(span.steps, low, high, color=color, alpha=0.08)
+        drawn_any |= bool(drawn)
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel("test return (mean ± s.e. over seeds)")
+        title = f"{task.env} — solid: measured"
+        if drawn and citation:
+            styles = "; ".join(f"{_RUN_STYLES[r]} {RUN_TITLES[r]}" for r in next(iter(
+                published.values())))  # fmt: skip
+            title += f"\n{citation}: {styles}"
+        ax.set_title(title, fontsize="medium")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
 
-def write_outputs(
-    curves: list[Curve],
-    out_dir: Path,
-    checkpoints: tuple[int, ...],
-    reference: str | None = None,
-) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    references = load_reference(reference) if reference else {}
-    reached = max(int(c.steps[-1]) for c in curves)
-    checkpoints = tuple(s for s in checkpoints if s <= reached)
-    rows = [summarize(c, checkpoints, references.get(c.strategy)) for c in curves]
-    columns = _columns(checkpoints, bool(references))
-
+def _tables(rows: list[dict], columns: list[tuple[str, str]], checkpoints, runs, out_dir: Path):
+    several = len({row["env"] for row in rows}) > 1
     with open(out_dir / "comparison.csv", "w", newline="") as f:
-        header = ["strategy", "seeds", "final_step", "best_step"]
+        header = ["strategy", "env", "seeds", "final_step", "best_step"]
         for key, _ in columns:
             header += [f"{key}_mean", f"{key}_se"]
-        header += [f"published_step_at_{s}" for s in checkpoints if references]
+        header += [f"published_step_at_{s}" for s in checkpoints if runs]
         writer = csv.writer(f)
         writer.writerow(header)
         for row in rows:
-            line = [row["strategy"], row["seeds"], row["final_step"], row["best_step"]]
+            line = [row[k] for k in ("strategy", "env", "seeds", "final_step", "best_step")]
             for key, _ in columns:
                 line += list(row[key]) if row.get(key) is not None else ["", ""]
-            line += [row.get(f"published_step_at_{s}", "") for s in checkpoints if references]
+            line += [row.get(f"published_step_at_{s}", "") for s in checkpoints if runs]
             writer.writerow(line)
 
     def fmt(value: object) -> str:
@@ -179,44 +209,111 @@ def write_outputs(
 
     titles = []
     for key, title in columns:
-        if key.startswith("published_at_"):
-            step = int(key.removeprefix("published_at_"))
-            published_steps = {r.get(f"published_step_at_{step}") for r in rows} - {None}
-            where = ", ".join(_k(s) for s in sorted(published_steps))
-            title = f"published ({where})"
+        if "_at_" in key and not key.startswith("at_"):
+            step = int(key.rsplit("_", 1)[1])
+            steps = {r.get(f"published_step_at_{step}") for r in rows} - {None}
+            title = f"{title} ({', '.join(_k(s) for s in sorted(steps))})"
         titles.append(title)
-    lines = [
-        "| strategy | seeds | " + " | ".join(titles) + " |",
-        "|---|---|" + "---|" * len(titles),
-    ]
+    first = "| strategy | env | seeds | " if several else "| strategy | seeds | "
+    lines = [first + " | ".join(titles) + " |", "|---|---|" + "---|" * (len(titles) + several)]
     for row in rows:
         cells = [fmt(row.get(key)) for key, _ in columns]
-        lines.append(f"| {row['strategy']} | {row['seeds']} | " + " | ".join(cells) + " |")
+        env = f"{row['env']} | " if several else ""
+        lines.append(f"| {row['strategy']} | {env}{row['seeds']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def write_outputs(
+    curves: list[Curve],
+    out_dir: Path,
+    checkpoints: tuple[int, ...],
+    reference: str | None = None,
+    reps: int = DEFAULT_REPS,
+    seed: int = DEFAULT_SEED,
+) -> list[str]:
+    """Figures and tables of ``curves`` in ``out_dir``; returns notes for the user."""
+    from .interval_report import write_interval_report  # imports rliable: ~seconds
+    from .references import load_reference
+
+    tasks = group_tasks(curves)
+    notes: list[str] = []
+    name, runs = parse_reference(reference) if reference else (None, ())
+    published_by_strategy: dict[str, Published] = {}
+    tasks_with_reference: set[str] = set()
+    citation = None
+    if name is not None:
+        spec = REFERENCES[name]
+        citation = spec.citation
+        beside = [task.env for task in tasks if task.env in spec.envs]
+        if not beside:
+            compared = ", ".join(task.env for task in tasks)
+            raise ConfigError(
+                f"--reference {name} is {spec.citation}, shown beside "
+                f"{' or '.join(spec.envs)} only; compared here: {compared}"
+            )
+        others = [task.env for task in tasks if task.env not in spec.envs]
+        if others:
+            notes.append(
+                f"{name} is shown beside {', '.join(beside)} only, not {', '.join(others)}"
+            )
+        loaded = load_reference(name, runs)
+        for run, by_strategy in loaded.items():
+            for strategy, curve in by_strategy.items():
+                published_by_strategy.setdefault(strategy, {})[run] = curve
+        tasks_with_reference = set(beside)
+    reached = max(int(c.steps[-1]) for c in curves)
+    checkpoints = tuple(s for s in checkpoints if s <= reached)
+    rows = []
+    for task in tasks:
+        for curve in task.curves:
+            refs = None
+            if name is not None and task.env in tasks_with_reference:
+                refs = published_by_strategy.get(curve.strategy)
+            rows.append(summarize(curve, checkpoints, refs))
+    columns = _columns(checkpoints, runs)
+    lines = _tables(rows, columns, checkpoints, runs, out_dir)
     note = (
         "\nMean ± standard error over seeds of the evaluation return (test episodes with "
         "the mean weights). final: at the last step all seeds reached; best: the step with "
         "the highest mean; AUC: average return over the curve (trapezoid rule)."
     )
-    if references:
+    if runs:
         note += (
-            f" published: {REFERENCES[reference][1]}, at the published step nearest the "
-            "column's (named in the header); published AUC: the published curve's average "
-            "between the published steps nearest the measured curve's first and last."
+            f" {', '.join(RUN_TITLES[r] for r in runs)}: {citation} (run 1: the published "
+            "figure; run 2: the authors' second run of the same code and seeds; pooled 10: "
+            "both), at the published step nearest the column's (named in the header); their "
+            "AUC: the published curve's average between the published steps nearest the "
+            "measured curve's first and last."
         )
-    (out_dir / "comparison.md").write_text("\n".join(lines) + "\n" + note + "\n")
+    colors = method_colors(curves)
+    section, interval_notes = write_interval_report(tasks, out_dir, colors, reps, seed)
+    notes += interval_notes
+    (out_dir / "comparison.md").write_text("\n".join(lines) + "\n" + note + "\n" + section)
 
-    citation = REFERENCES[reference][1] if reference else None
-    fig = plot_comparison(curves, references, citation)
+    published = published_by_strategy if name is not None else {}
+    fig = plot_comparison(tasks, published, colors, citation)
     fig.savefig(out_dir / "comparison.png", dpi=120)
     plt.close(fig)
+    return notes
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="compare_runs",
-        description="Figure and table of eval curves per strategy (mean ± s.e. over seeds).",
+        description=(
+            "Figures and tables of eval curves per strategy: mean ± s.e. over seeds, and "
+            "rliable's interval estimates (IQM, mean, P(X > Y), performance profiles)."
+        ),
+        epilog=(
+            "Tasks: each run's env comes from its config.yaml. RUN_DIRs of different envs "
+            "are different tasks (compared per task, then aggregated on normalised scores); "
+            "RUN_DIRs of the same env are an ablation, told apart by --labels. Seeds of one "
+            "strategy directory must share one env."
+        ),
     )
-    parser.add_argument("runs_dirs", nargs="+", metavar="RUNS_DIR", help="e.g. runs/Hopper-v4")
+    parser.add_argument(
+        "runs_dirs", nargs="+", metavar="RUNS_DIR", help="e.g. runs/Hopper-v4 (one per task)"
+    )
     parser.add_argument("--out", help="output directory (default: the first RUNS_DIR)")
     parser.add_argument(
         "--at",
@@ -225,15 +322,62 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--reference",
-        choices=sorted(REFERENCES),
-        help="overlay published curves and tabulate them beside the measured ones",
+        metavar="NAME[:RUN]",
+        help="overlay published curves beside their task and tabulate them: khan2018 (run 1 "
+        "= published, run 2 and their pool of 10), or khan2018:1, :2 or :pooled alone",
     )
     parser.add_argument(
         "--labels",
-        help="comma-separated names of the RUNS_DIRs, shown after each strategy "
-        "(default: the directories' paths when there are several)",
+        help="comma-separated names of the RUNS_DIRs, shown after each strategy (default: "
+        "the directories' paths when several share an env)",
     )
     parser.add_argument("--strategies", help="comma-separated strategies to keep (default all)")
+    parser.add_argument(
+        "--reps",
+        type=int,
+        default=DEFAULT_REPS,
+        help=f"bootstrap replicates of every interval (default {DEFAULT_REPS})",
+    )
+    parser.add_argument(
+        "--bootstrap-seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help=f"seed of the bootstrap resampling (default {DEFAULT_SEED})",
+    )
+    parser.add_argument(
+        "--band",
+        choices=BANDS,
+        default="ci",
+        help="band of the TensorBoard strategy aggregates: ci = 95%% bootstrap interval of "
+        "the mean, 2000 replicates (default; grids write the same), se = ± one standard error",
+    )
+    return parser
+
+
+def _load(args: argparse.Namespace, runs_dirs: list[Path]) -> tuple[list[Curve], list[str]]:
+    keep = {s.strip() for s in args.strategies.split(",")} if args.strategies else None
+    loaded = [load_runs(d, None, keep) for d in runs_dirs]
+    notes = [note for _, dir_notes in loaded for note in dir_notes]
+    if args.labels is not None:
+        labels: list[str | None] = [label.strip() for label in args.labels.split(",")]
+        if len(labels) != len(runs_dirs):
+            raise ConfigError(
+                f"--labels names {len(labels)} directories, {len(runs_dirs)} were given"
+            )
+    else:
+        envs = [{c.env for c in curves} for curves, _ in loaded]
+        shared = any(envs[i] & envs[j] for i in range(len(envs)) for j in range(i))
+        labels = [str(d) if shared else None for d in runs_dirs]
+    curves = []
+    for (dir_curves, _), label in zip(loaded, labels):
+        for curve in dir_curves:
+            curve.label = label
+            curves.append(curve)
+    return curves, notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
 
     def fail(message: str) -> None:
@@ -247,25 +391,38 @@ def main(argv: list[str] | None = None) -> int:
         checkpoints = tuple(int(s) for s in args.at.split(",")) if args.at else DEFAULT_CHECKPOINTS
     except ValueError:
         fail(f"--at expects integers, got {args.at!r}")
-    if args.labels is not None:
-        labels: list[str | None] = [label.strip() for label in args.labels.split(",")]
-        if len(labels) != len(runs_dirs):
-            fail(f"--labels names {len(labels)} directories, {len(runs_dirs)} were given")
-    else:
-        labels = [str(d) if len(runs_dirs) > 1 else None for d in runs_dirs]
-    curves = [c for d, label in zip(runs_dirs, labels) for c in load_curves(d, label)]
-    if args.strategies:
-        keep = {s.strip() for s in args.strategies.split(",")}
-        curves = [c for c in curves if c.strategy in keep]
-    if not curves:
-        fail(f"no <strategy>/seed*/{EVAL_CSV} under {', '.join(map(str, runs_dirs))}")
+    if args.reps < 1:
+        fail(f"--reps must be at least 1, got {args.reps}")
+    if args.reference:
+        try:
+            parse_reference(args.reference)
+        except ValueError as err:
+            fail(f"--reference: {err}")
     out_dir = Path(args.out) if args.out else runs_dirs[0]
-    write_outputs(curves, out_dir, checkpoints, args.reference)
+    if out_dir.exists() and not out_dir.is_dir():
+        fail(f"--out {out_dir} is a file, not a directory")
+    try:
+        curves, notes = _load(args, runs_dirs)
+        if not curves:
+            fail(f"no <strategy>/seed*/{EVAL_CSV} with evaluations under "
+                 f"{', '.join(map(str, runs_dirs))}")  # fmt: skip
+        out_dir.mkdir(parents=True, exist_ok=True)
+        notes += write_outputs(
+            curves, out_dir, checkpoints, args.reference, args.reps, args.bootstrap_seed
+        )
+        for runs_dir in runs_dirs:
+            if write_strategy_aggregates(runs_dir, args.band):
+                print(f"wrote strategy aggregates ({args.band}) for TensorBoard under "
+                      f"{runs_dir / AGGREGATE_DIR}")  # fmt: skip
+    except ConfigError as err:
+        fail(str(err))
+    except OSError as err:
+        fail(f"{err.filename or out_dir}: {err.strerror or err}")
+    for note in notes:
+        print(f"compare_runs: note: {note}", file=sys.stderr)
     print((out_dir / "comparison.md").read_text())
-    print(f"wrote {out_dir / 'comparison.png'}, comparison.md, comparison.csv")
-    for runs_dir in runs_dirs:
-        if write_strategy_aggregates(runs_dir):
-            print(f"wrote strategy means ± s.e. for TensorBoard under {runs_dir / AGGREGATE_DIR}")
+    written = sorted(p.name for p in out_dir.glob("*") if p.name in OUTPUTS)
+    print(f"wrote in {out_dir}: {', '.join(written)}")
     return 0
 
 

@@ -20,6 +20,7 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from ..engine.checkpoints import atomic_write
 from ..engine.config import DDPGConfig
 from ..engine.ddpg import Callback
+from ..engine.envs import make_env
 from ..engine.strategies import make_action_noise, strategy_optimizer
 from ..errors import CheckpointError, NonFiniteDataError
 from .policy import ParamExploreCallback, ParamExplorePolicy
@@ -68,7 +69,7 @@ class SB3Agent:
         self, env: str | gym.Env, config: DDPGConfig, seed: int, device: str = "auto"
     ) -> None:
         self.config = config
-        env = gym.make(env) if isinstance(env, str) else env
+        env = make_env(env)
         policy_kwargs = dict(
             strategy=strategy_optimizer(config.strategy),
             actor_optimizer_kwargs=config.optimizer_kwargs,

@@ -1,0 +1,257 @@
+"""The interval estimates of a comparison as tables and figures (``compare_runs``).
+
+Computes, with :mod:`agents.reporting.intervals`, for every task (:mod:`.tasks`) and for
+the final score and the score over the curve: each method's IQM and mean with 95 %
+intervals, and P(X > Y) between every two methods; across tasks, on normalised scores, the
+aggregate IQM, mean and optimality gap, and the performance profiles. Writes
+``intervals.csv`` and ``probability_of_improvement.csv`` (one row per number), the figures
+``intervals.png``, ``probability_of_improvement.png`` and ``performance_profile.png``, and
+returns the Markdown section that ``comparison.md`` ends with.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+
+from .intervals import (
+    CONFIDENCE,
+    Interval,
+    Profile,
+    aggregate_intervals,
+    improvement_matrix,
+    performance_profiles,
+)
+from .tasks import SCORES, Across, Task, across_tasks
+
+ACROSS = "across tasks"
+#: Thresholds of a performance profile: this many, evenly spaced over the scores' range.
+PROFILE_POINTS = 101
+_STATISTIC_TITLES = {"iqm": "IQM", "mean": "mean", "optimality_gap": "optimality gap"}
+
+
+@dataclass
+class Estimates:
+    """Everything computed for one scope (a task, or all tasks on one scale)."""
+
+    scope: str
+    unit: str
+    runs: dict[str, int]
+    #: score → method → statistic → Interval
+    intervals: dict[str, dict[str, dict[str, Interval]]]
+    #: score → (X, Y) → P(X > Y)
+    improvement: dict[str, dict[tuple[str, str], Interval]]
+
+
+def _number(unit: str) -> str:
+    return "{:.0f}" if unit == "return" else "{:.2f}"
+
+
+def task_estimates(task: Task, reps: int, seed: int) -> Estimates:
+    intervals, improvement = {}, {}
+    for score in SCORES:
+        scores = {name: values[:, None] for name, values in task.scores(score).items()}
+        intervals[score] = aggregate_intervals(scores, ("iqm", "mean"), reps, seed)
+        improvement[score] = improvement_matrix(scores, reps, seed)
+    runs = {curve.name: curve.seeds for curve in task.curves}
+    return Estimates(task.env, task.unit, runs, intervals, improvement)
+
+
+def across_estimates(
+    across: dict[str, Across], reps: int, seed: int, with_improvement: bool
+) -> Estimates:
+    intervals, improvement = {}, {}
+    for score, scale in across.items():
+        statistics = ("iqm", "mean", "optimality_gap") if scale.normalised else ("iqm", "mean")
+        intervals[score] = aggregate_intervals(scale.scores, statistics, reps, seed)
+        if with_improvement:
+            improvement[score] = improvement_matrix(scale.scores, reps, seed)
+    first = next(iter(across.values()))
+    unit = "normalised score" if first.normalised else "return"
+    runs = {name: int(values.size) for name, values in first.scores.items()}
+    return Estimates(ACROSS, unit, runs, intervals, improvement)
+
+
+def _write_csvs(estimates: list[Estimates], out_dir: Path) -> None:
+    with open(out_dir / "intervals.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(
+            ["scope", "unit", "score", "method", "runs", "statistic", "point", "lower", "upper"]
+        )
+        for e in estimates:
+            for score, methods in e.intervals.items():
+                for method, statistics in methods.items():
+                    for statistic, i in statistics.items():
+                        writer.writerow(
+                            [e.scope, e.unit, score, method, e.runs[method], statistic,
+                             i.point, i.lower, i.upper]
+                        )  # fmt: skip
+    with open(out_dir / "probability_of_improvement.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["scope", "score", "x", "y", "p_x_above_y", "lower", "upper"])
+        for e in estimates:
+            for score, pairs in e.improvement.items():
+                for (x, y), i in pairs.items():
+                    writer.writerow([e.scope, score, x, y, i.point, i.lower, i.upper])
+
+
+def _markdown(estimates: list[Estimates], reps: int, seed: int, descriptions: list[str]) -> str:
+    percent = f"{CONFIDENCE:.0%}"
+    lines = [
+        "",
+        "## Interval estimates",
+        "",
+        f"Point estimate [{percent} interval]: rliable's stratified bootstrap over runs "
+        f"(seeds), percentile intervals, {reps} replicates, bootstrap seed {seed}. IQM: the "
+        "mean of the middle 50 % of the runs' scores (25 % cut at each end); mean: over "
+        "runs. final: the score at the last step every seed reached; over the curve: its "
+        "average over the evaluation steps (the AUC above). P(X > Y): the probability "
+        "that a run of the row's method scores above a run of the column's (ties count "
+        "one half), averaged over tasks.",
+    ]
+    for e in estimates:
+        number = _number(e.unit)
+        statistics = list(next(iter(e.intervals.values()))[next(iter(e.runs))])
+        title = e.scope if e.scope != ACROSS else f"All tasks on one scale ({e.unit})"
+        lines += ["", f"### {title}", ""]
+        if e.scope == ACROSS:
+            lines += [f"Normalisation: {d}." for d in descriptions] + [""]
+        else:
+            lines += [f"Scores: {e.unit}.", ""]
+        header = [f"{SCORES[s]} {_STATISTIC_TITLES[t]}" for s in e.intervals for t in statistics]
+        runs = "runs × tasks" if e.scope == ACROSS else "runs"
+        lines += [
+            f"| method | {runs} | " + " | ".join(header) + " |",
+            "|---|---|" + "---|" * len(header),
+        ]
+        for method in e.runs:
+            cells = [
+                e.intervals[s][method][t].format(number) for s in e.intervals for t in statistics
+            ]
+            lines.append(f"| {method} | {e.runs[method]} | " + " | ".join(cells) + " |")
+        for score, pairs in e.improvement.items():
+            methods = list(e.runs)
+            lines += [
+                "",
+                f"P(row > column), {SCORES[score]} score, {e.scope}:",
+                "",
+                "| X \\ Y | " + " | ".join(methods) + " |",
+                "|---|" + "---|" * len(methods),
+            ]
+            for x in methods:
+                cells = ["–" if x == y else pairs[x, y].format("{:.2f}") for y in methods]
+                lines.append(f"| {x} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _interval_panel(
+    ax: Axes, methods: dict[str, Interval], colors: dict[str, str], title: str
+) -> None:
+    for row, (method, i) in enumerate(methods.items()):
+        ax.barh(row, i.upper - i.lower, left=i.lower, height=0.6, color=colors[method], alpha=0.7)
+        ax.vlines(i.point, row - 0.3, row + 0.3, color="k")
+    ax.set_yticks(range(len(methods)), list(methods))
+    ax.invert_yaxis()
+    ax.set_title(title, fontsize="medium")
+    ax.grid(alpha=0.3, axis="x")
+
+
+def plot_intervals(estimates: list[Estimates], colors: dict[str, str]) -> plt.Figure:
+    """One row per scope: IQM and mean of the final score and of the score over the curve."""
+    columns = [(s, t) for s in SCORES for t in ("iqm", "mean")]
+    rows = len(estimates)
+    height = max(len(e.runs) for e in estimates) * 0.35 + 1.2
+    fig, axes = plt.subplots(rows, len(columns), figsize=(14, height * rows), squeeze=False)
+    for r, e in enumerate(estimates):
+        for c, (score, statistic) in enumerate(columns):
+            methods = {m: e.intervals[score][m][statistic] for m in e.runs}
+            title = f"{e.scope}: {SCORES[score]} {_STATISTIC_TITLES[statistic]}"
+            _interval_panel(axes[r, c], methods, colors, title)
+            axes[r, c].set_xlabel(e.unit)
+            if c:
+                axes[r, c].set_yticklabels([])
+    fig.suptitle(f"point estimate (black) and {CONFIDENCE:.0%} bootstrap interval (bar)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_improvement(e: Estimates) -> plt.Figure:
+    """P(row > column) as a matrix per score, with each interval in its cell."""
+    methods = list(e.runs)
+    size = max(5.0, 0.9 * len(methods) + 2)
+    fig, axes = plt.subplots(1, len(e.improvement), figsize=(2 * size + 1, size), squeeze=False)
+    for ax, (score, pairs) in zip(axes[0], e.improvement.items()):
+        matrix = np.full((len(methods), len(methods)), np.nan)
+        for (x, y), i in pairs.items():
+            matrix[methods.index(x), methods.index(y)] = i.point
+        image = ax.imshow(matrix, cmap="RdBu", vmin=0, vmax=1)
+        for (x, y), i in pairs.items():
+            text = f"{i.point:.2f}\n[{i.lower:.2f}, {i.upper:.2f}]"
+            ink = "white" if abs(i.point - 0.5) > 0.3 else "black"  # readable on dark cells
+            ax.text(methods.index(y), methods.index(x), text, ha="center", va="center",
+                    fontsize="x-small", color=ink)  # fmt: skip
+        ax.set_xticks(range(len(methods)), methods, rotation=45, ha="right")
+        ax.set_yticks(range(len(methods)), methods)
+        ax.set_xlabel("Y")
+        ax.set_ylabel("X")
+        ax.set_title(f"P(X > Y), {SCORES[score]} score, {e.scope}")
+        fig.colorbar(image, ax=ax, shrink=0.7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_profiles(
+    profiles: dict[str, dict[str, Profile]], unit: str, colors: dict[str, str]
+) -> plt.Figure:
+    fig, axes = plt.subplots(1, len(profiles), figsize=(12, 4.5), squeeze=False)
+    for ax, (score, by_method) in zip(axes[0], profiles.items()):
+        for method, p in by_method.items():
+            ax.plot(p.taus, p.fraction, color=colors[method], label=method)
+            ax.fill_between(p.taus, p.lower, p.upper, color=colors[method], alpha=0.08)
+        ax.set_xlabel(f"{unit} τ ({SCORES[score]})")
+        ax.set_ylabel("fraction of runs with score > τ")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0, -1].legend(fontsize="small")
+    fig.suptitle(f"performance profiles, {CONFIDENCE:.0%} bootstrap bands")
+    fig.tight_layout()
+    return fig
+
+
+def write_interval_report(
+    tasks: list[Task], out_dir: Path, colors: dict[str, str], reps: int, seed: int
+) -> tuple[str, list[str]]:
+    """Compute and write everything; returns (the Markdown section, notes)."""
+    estimates = [task_estimates(task, reps, seed) for task in tasks]
+    across = {score: across_tasks(tasks, score) for score in SCORES}
+    notes = sorted({note for a in across.values() if a is not None for note in a.notes})
+    descriptions: list[str] = []
+    profiles: dict[str, dict[str, Profile]] = {}
+    unit = "return"
+    if all(a is not None and a.scores for a in across.values()):
+        several = len(next(iter(across.values())).tasks) > 1
+        overall = across_estimates(across, reps, seed, with_improvement=several)
+        estimates.append(overall)
+        unit = overall.unit
+        descriptions = [across["final"].description]
+        for score, scale in across.items():
+            values = np.concatenate([v.ravel() for v in scale.scores.values()])
+            taus = np.linspace(values.min(), values.max(), PROFILE_POINTS)
+            profiles[score] = performance_profiles(scale.scores, taus, reps, seed)
+    else:
+        notes.append("no aggregate across tasks: no task has a reference return to normalise")
+    _write_csvs(estimates, out_dir)
+    figures = {"intervals.png": plot_intervals(estimates, colors)}
+    main = estimates[-1] if estimates[-1].improvement else estimates[0]
+    figures["probability_of_improvement.png"] = plot_improvement(main)
+    if profiles:
+        figures["performance_profile.png"] = plot_profiles(profiles, unit, colors)
+    for name, fig in figures.items():
+        fig.savefig(out_dir / name, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+    return _markdown(estimates, reps, seed, descriptions), notes

@@ -1,0 +1,163 @@
+"""Reading a directory of runs for a comparison: what is read, refused and dropped.
+
+``load_runs(runs_dir)`` reads ``<runs_dir>/<strategy>/seed<k>/eval.csv`` (and the run's
+``config.yaml`` for its env) into one :class:`~agents.reporting.curves.Curve` per
+strategy. Nothing is averaged that should not be, and nothing is left out without a word:
+
+* a damaged file (``eval.csv`` or ``config.yaml``: binary, truncated, a non-number, a
+  non-finite return, a step written twice) stops the comparison with a
+  :class:`RunFileError` naming the file;
+* seeds of one strategy trained on different envs stop it too (their returns would be
+  averaged together);
+* a seed without evaluations, and a strategy whose seeds share no evaluation step, are
+  dropped with a note saying so; a seed that stopped early shortens its strategy's curve
+  (the curve covers the steps every seed reached), also with a note.
+
+A run's env is the ``env`` of its ``config.yaml``; a run without one (e.g. written by
+``RunLogger`` alone) belongs to the env its directory is named after (``runs/<env>``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from ..errors import ConfigError
+from ..runs.run_logger import EVAL_CSV, read_eval_csv
+from .curves import Curve
+
+CONFIG_YAML = "config.yaml"
+SUCCESS = "success_rate"
+
+#: What reading a damaged file raises: the csv module's and the YAML parser's errors, bad
+#: numbers (ValueError, incl. UnicodeDecodeError; TypeError for a row cut short), missing
+#: columns (KeyError) and the OS's.
+_READ_ERRORS = (ValueError, TypeError, KeyError, csv.Error, yaml.YAMLError, OSError)
+
+
+class RunFileError(ConfigError):
+    """A run file that cannot be compared; the message names it."""
+
+
+@dataclass
+class SeedRun:
+    """One seed's evaluations: ``returns`` (and ``success``) by step."""
+
+    name: str
+    env: str
+    returns: dict[int, float]
+    success: dict[int, float] | None
+
+
+def _k(step: int) -> str:
+    return f"{step / 1000:g} k"
+
+
+def read_env(seed_dir: Path, default: str) -> str:
+    """The ``env`` of the run's ``config.yaml``, ``default`` without that file."""
+    path = seed_dir / CONFIG_YAML
+    if not path.exists():
+        return default
+    try:
+        config = yaml.safe_load(path.read_text())
+    except _READ_ERRORS as err:
+        raise RunFileError(f"{path} is damaged: {err}") from None
+    env = config.get("env") if isinstance(config, dict) else None
+    if not isinstance(env, str):
+        raise RunFileError(f"{path} is damaged: it names no env")
+    return env
+
+
+def read_evaluations(path: Path) -> tuple[dict[int, float], dict[int, float] | None]:
+    """(return by step, success rate by step or None) of one ``eval.csv``, checked."""
+    try:
+        rows = read_eval_csv(path)
+        steps = [int(row["step"]) for row in rows]
+        returns = [float(row["mean_return"]) for row in rows]
+        has_success = bool(rows) and all(row.get(SUCCESS) is not None for row in rows)
+        success = [float(row[SUCCESS]) for row in rows] if has_success else None
+    except _READ_ERRORS as err:
+        raise RunFileError(f"{path} is damaged: {err}") from None
+    seen: set[int] = set()
+    for step, value in zip(steps, returns):
+        if step in seen:
+            raise RunFileError(
+                f"{path} holds step {step} twice (two writers?); keep one row per step"
+            )
+        seen.add(step)
+        if not math.isfinite(value):
+            raise RunFileError(f"{path}: the return at step {step} is {value}")
+    if success is not None:
+        for step, value in zip(steps, success):
+            if not 0.0 <= value <= 1.0:  # also refuses NaN
+                raise RunFileError(f"{path}: the {SUCCESS} at step {step} is {value}")
+    by_step = dict(zip(steps, returns))
+    return by_step, None if success is None else dict(zip(steps, success))
+
+
+def _strategy_curve(
+    strategy_dir: Path, runs: list[SeedRun], label: str | None, notes: list[str]
+) -> Curve | None:
+    envs = sorted({run.env for run in runs})
+    if len(envs) > 1:
+        where = "; ".join(
+            f"{env}: {', '.join(r.name for r in runs if r.env == env)}" for env in envs
+        )
+        raise RunFileError(
+            f"{strategy_dir} holds runs of {len(envs)} envs ({where}); their returns would "
+            "be averaged together: put each env's runs in a directory of their own"
+        )
+    common = sorted(set.intersection(*(set(run.returns) for run in runs)))
+    if not common:
+        spans = ", ".join(f"{r.name}: {_k(min(r.returns))}–{_k(max(r.returns))}" for r in runs)
+        notes.append(f"dropped {strategy_dir}: its seeds share no evaluation step ({spans})")
+        return None
+    reached = max(max(run.returns) for run in runs)
+    if common[-1] < reached:
+        short = [r.name for r in runs if max(r.returns) < reached]
+        notes.append(
+            f"{strategy_dir}: {', '.join(short)} stopped before {_k(reached)}, so the "
+            f"curve ends at {_k(common[-1])}, the last step every seed reached"
+        )
+    returns = np.array([[run.returns[s] for s in common] for run in runs])
+    success = None
+    if all(run.success is not None for run in runs):
+        success = np.array([[run.success[s] for s in common] for run in runs])
+    elif any(run.success is not None for run in runs):
+        notes.append(f"{strategy_dir}: not every seed records {SUCCESS}; returns are compared")
+    return Curve(strategy_dir.name, np.array(common), returns, label, envs[0], success)
+
+
+def load_runs(
+    runs_dir: str | Path, label: str | None = None, strategies: set[str] | None = None
+) -> tuple[list[Curve], list[str]]:
+    """Every strategy's curve under ``runs_dir`` (those in ``strategies`` if given) and the
+    notes on what was dropped."""
+    runs_dir = Path(runs_dir)
+    curves: list[Curve] = []
+    notes: list[str] = []
+    for strategy_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+        if strategies is not None and strategy_dir.name not in strategies:
+            continue
+        runs = []
+        for seed_dir in sorted(p for p in strategy_dir.glob("seed*") if p.is_dir()):
+            csv_path = seed_dir / EVAL_CSV
+            if not csv_path.exists():
+                notes.append(f"dropped {seed_dir}: it has no {EVAL_CSV}")
+                continue
+            returns, success = read_evaluations(csv_path)
+            if not returns:
+                notes.append(f"dropped {seed_dir}: its {EVAL_CSV} holds no evaluation")
+                continue
+            env = read_env(seed_dir, default=runs_dir.name)
+            runs.append(SeedRun(seed_dir.name, env, returns, success))
+        if runs:
+            curve = _strategy_curve(strategy_dir, runs, label, notes)
+            if curve is not None:
+                curves.append(curve)
+    return curves, notes
