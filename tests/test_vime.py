@@ -188,6 +188,22 @@ def test_bonus_is_zero_until_the_first_fit_then_normalised_and_logged():
     assert bonus.pop_statistics() == {}
 
 
+def test_a_broken_model_gives_no_bonus_and_says_so():
+    bonus = fitted("noisy-adam", fits=1)
+    with torch.no_grad():
+        bonus.dynamics.network[0].weight[0, 0] = float("nan")
+    rewards = bonus.intrinsic_rewards(*system(np.random.default_rng(2), 6))
+    assert rewards.eq(0).all()
+    assert bonus.pop_statistics()["bonus/non_finite_gains"] == 6
+
+
+def test_the_bonus_draws_only_from_its_own_generator():
+    """Building and training it leaves the global RNG (the agent's initialisation) alone."""
+    state = torch.get_rng_state()
+    fitted("noisy-kfac", fits=1)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
 def test_state_dict_round_trip_continues_identically():
     bonus = fitted("noisy-kfac", fits=1)
     state = bonus.state_dict()

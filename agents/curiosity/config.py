@@ -104,8 +104,9 @@ class VimeConfig:
         if self.lr is not None:
             require(self.lr > 0, f"bonus.lr must be > 0, got {self.lr}")
         try:
-            optimizer_settings(self)  # the optimizer's own checks, on a one-unit network
-            make_posterior_optimizer(self, torch.nn.Linear(1, 1))
+            # the optimizer's own checks, on a one-unit network
+            probe = torch.nn.utils.skip_init(torch.nn.Linear, 1, 1)  # no global RNG draw
+            make_posterior_optimizer(self, probe)
         except (ValueError, TypeError) as err:
             raise ConfigError(f"bonus: {err}") from None
 

@@ -57,8 +57,10 @@ class BayesianDynamics:
         sizes = [in_dim, *config.hidden_sizes, out_dim]
         layers: list[nn.Module] = []
         for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
-            linear = nn.Linear(fan_in, fan_out, device=device)
-            with torch.no_grad():  # μ ~ N(0, 1) for weights and biases, as released
+            # μ ~ N(0, 1) for weights and biases, as released, from the bonus's own generator
+            # (skip_init: torch's default initialisation would draw from the global one).
+            linear = nn.utils.skip_init(nn.Linear, fan_in, fan_out, device=device)
+            with torch.no_grad():
                 linear.weight.normal_(generator=generator)
                 linear.bias.normal_(generator=generator)
             layers.append(linear)

@@ -89,9 +89,10 @@ class VimeBonus:
         )
         self.num_fits = 0
         self.steps_since_fit = 0
-        self._scored: list[Tensor] = []  # (information gains, intrinsic rewards) since pop
+        self._scored: list[Tensor] = []  # intrinsic rewards given since the last pop
         self._medians: list[float] = []
         self._fit_log: dict[str, float] = {}
+        self._non_finite = 0  # information gains that were not finite (set to 0)
 
     # ------------------------------------------------------------------ data and training
     @property
@@ -155,16 +156,25 @@ class VimeBonus:
         self, obs: np.ndarray | Tensor, actions: np.ndarray | Tensor, next_obs: np.ndarray | Tensor
     ) -> Tensor:
         """KL(q after one update on the transition ‖ q now) of every transition (float64,
-        clipped to [0, ``max_information_gain``]), in chunks of :data:`CHUNK`; all share the
-        weight samples drawn for this call (none for the noisy posteriors)."""
+        clipped to [0, ``max_information_gain``]; 0 where not finite, counted), in chunks of
+        :data:`CHUNK`; all share the weight samples drawn for this call (none for the noisy
+        posteriors)."""
         obs, actions, next_obs = (_rows(x, self.device) for x in (obs, actions, next_obs))
         inputs, targets = self._normalised(obs, actions, next_obs)
         noises = self.dynamics.information_noise()
-        gains = [
-            self.dynamics.information_gain(inputs[i : i + CHUNK], targets[i : i + CHUNK], noises)
-            for i in range(0, len(inputs), CHUNK)
-        ]
-        return torch.cat(gains).clamp(0.0, self.config.max_information_gain)
+        gains = torch.cat(
+            [
+                self.dynamics.information_gain(
+                    inputs[i : i + CHUNK], targets[i : i + CHUNK], noises
+                )
+                for i in range(0, len(inputs), CHUNK)
+            ]
+        )
+        finite = torch.isfinite(gains)
+        if not bool(finite.all()):  # a broken model gives no bonus, and says so
+            self._non_finite += int((~finite).sum())
+            gains = torch.where(finite, gains, 0.0)
+        return gains.clamp(0.0, self.config.max_information_gain)
 
     def intrinsic_rewards(
         self, obs: np.ndarray | Tensor, actions: np.ndarray | Tensor, next_obs: np.ndarray | Tensor
@@ -181,14 +191,17 @@ class VimeBonus:
 
     def pop_statistics(self) -> dict[str, float]:
         """``bonus/intrinsic_mean`` (over the transitions scored since the last call),
-        ``bonus/info_gain_median`` (the mean of their batches' median information gains)
-        and, after a fit, ``dynamics/nll``, ``dynamics/kl``, ``dynamics/loss`` (the ELBO
-        per transition) and ``dynamics/updates``."""
+        ``bonus/info_gain_median`` (the mean of their batches' median information gains),
+        ``bonus/non_finite_gains`` (gains set to 0 because they were not finite; only when
+        there were some) and, after a fit, ``dynamics/nll``, ``dynamics/kl``,
+        ``dynamics/loss`` (the ELBO per transition) and ``dynamics/updates``."""
         out = dict(self._fit_log)
         if self._scored:
             out["bonus/intrinsic_mean"] = float(torch.cat(self._scored).mean())
             out["bonus/info_gain_median"] = sum(self._medians) / len(self._medians)
-        self._scored, self._medians, self._fit_log = [], [], {}
+        if self._non_finite:
+            out["bonus/non_finite_gains"] = float(self._non_finite)
+        self._scored, self._medians, self._fit_log, self._non_finite = [], [], {}, 0
         return out
 
     # ------------------------------------------------------------------ persistence
