@@ -14,8 +14,14 @@ Strategies: Khan et al. 2018's six (``sgd-plain``, ``adam-plain``, ``sgd-explore
 ``adam-explore``, ``vadagrad``, ``vadam``), Zhang et al. 2018's ``noisy-adam`` and
 ``noisy-kfac``, Plappert et al. 2018's adaptive ``param-noise``, and ``fixed-noise`` (Adam on μ with
 Vadam's initial weight noise, never adapted: the ablation of Vadam's σ).
+
+``BayesByBackprop`` (Blundell et al. 2015, as VIME's dynamics model trains it) has the same
+interface but is not an exploration strategy of the actor; it, and the VI forms of noisy
+Adam and noisy K-FAC, give the information gain of an example without taking the step
+(``information_gain``), for a curiosity bonus such as VIME's.
 """
 
+from .bbb import BayesByBackprop
 from .explore import AdamExplore, FixedNoise, SGDExplore
 from .noisy_adam import NoisyAdam
 from .noisy_kfac import NoisyKFAC
@@ -38,6 +44,7 @@ __all__ = [
     "AdamExplore",
     "AdamPlain",
     "AdaptiveParamNoise",
+    "BayesByBackprop",
     "FixedNoise",
     "NoisyAdam",
     "NoisyKFAC",

@@ -60,21 +60,26 @@ def adam_update_(
     exp_avgs: list[Tensor],
     exp_avg_sqs: list[Tensor],
     c: AdamCoefficients,
+    fused: bool = True,
 ) -> None:
-    """One step of the rule (module docstring) on ``xs`` and their moments, in place."""
+    """One step of the rule (module docstring) on ``xs`` and their moments, in place.
+
+    ``fused=False`` runs foreach ops instead of the fused kernel: for tiny tensors (a
+    32-unit dynamics model), whose step the fused kernel's parallel region only slows down.
+    """
     if torch.is_tensor(c.step_size):  # traced: plain ops, the numbers are tensors
         for x, g, m, s in zip(xs, grads, exp_avgs, exp_avg_sqs):
             m.lerp_(g + c.decay * x, c.m_weight)
             s.mul_(c.beta2).add_(c.s_weight * g * g)
             x.sub_(c.step_size * m / (s.sqrt() + c.eps))
         return
-    if c.decay and c.beta1 == 0.0:
-        # At γ₁ = 0 the kernel sets m = g and would discard a pre-added prior: the same
-        # update in foreach ops, with m = g + d·x.
+    if not fused or (c.decay and c.beta1 == 0.0):
+        # Also at γ₁ = 0 with a prior, where the kernel would set m = g and discard a
+        # pre-added prior term: m ← lerp(m, g + d·x, 1 − γ₁) is g + d·x exactly at γ₁ = 0.
+        directions = torch._foreach_add(grads, xs, alpha=c.decay) if c.decay else grads
+        torch._foreach_lerp_(exp_avgs, directions, c.m_weight)
         torch._foreach_mul_(exp_avg_sqs, c.beta2)
         torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=c.s_weight)
-        torch._foreach_copy_(exp_avgs, grads)
-        torch._foreach_add_(exp_avgs, xs, alpha=c.decay)
         denominators = torch._foreach_sqrt(exp_avg_sqs)
         torch._foreach_add_(denominators, c.eps)
         torch._foreach_addcdiv_(xs, exp_avgs, denominators, value=-c.step_size)

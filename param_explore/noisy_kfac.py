@@ -185,32 +185,33 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
         step = int(self._layer_state(self._layers[0])["step"])
         self._recorder.active = (step + 1) % self._group["stats_interval"] == 0
 
-    @torch.no_grad()
-    def _refresh_inverses(self, state: dict) -> None:
-        """Eigenbases of A and S and the step's and the sample's scales (eq. 13)."""
+    def _eigen_factors(self, state: dict) -> tuple[Tensor, Tensor, Tensor, Tensor, float]:
+        """Eigenvalues (clamped at 0) and eigenvectors of A and S in float64, and eq. 13's
+        π = √((tr A / dim A)/(tr S / dim S)) (1 while either factor is 0)."""
         a_vals, a_vecs = torch.linalg.eigh(state["A"].double())
         s_vals, s_vecs = torch.linalg.eigh(state["S"].double())
         a_vals, s_vals = a_vals.clamp_min(0.0), s_vals.clamp_min(0.0)
+        a_mean, s_mean = a_vals.mean().item(), s_vals.mean().item()  # tr/dim
+        pi = math.sqrt(a_mean / s_mean) if a_mean > 0 and s_mean > 0 else 1.0
+        return a_vals, a_vecs, s_vals, s_vecs, pi
+
+    def _grid(self, a_vals: Tensor, s_vals: Tensor, pi: float, damping: float) -> Tensor:
+        """The precision's eigenvalues over (k, l) for a damping (eq. 13 or the VO sum)."""
+        if self._group["kl_weight"] > 0:  # VI: the damping split between the factors
+            return torch.outer(s_vals + math.sqrt(damping) / pi, a_vals + pi * math.sqrt(damping))
+        return torch.outer(s_vals, a_vals) + damping  # VO: p₀ I + S ⊗ Ā, exactly
+
+    @torch.no_grad()
+    def _refresh_inverses(self, state: dict) -> None:
+        """Eigenbases of A and S and the step's and the sample's scales (eq. 13)."""
+        a_vals, a_vecs, s_vals, s_vecs, pi = self._eigen_factors(state)
         gamma_in = self._sampling_damping()
         gamma = gamma_in + self._group["damping"]
-        if self._group["kl_weight"] > 0:  # VI: the damping split between the factors
-            a_mean, s_mean = a_vals.mean().item(), s_vals.mean().item()  # tr/dim
-            pi = math.sqrt(a_mean / s_mean) if a_mean > 0 and s_mean > 0 else 1.0
-
-            def grid(damping: float) -> Tensor:
-                return torch.outer(
-                    s_vals + math.sqrt(damping) / pi, a_vals + pi * math.sqrt(damping)
-                )
-        else:  # VO: p₀ I + S ⊗ Ā, exactly
-
-            def grid(damping: float) -> Tensor:
-                return torch.outer(s_vals, a_vals) + damping
-
         dtype = state["A"].dtype
         state["A_basis"] = a_vecs.to(dtype)
         state["S_basis"] = s_vecs.to(dtype)
-        state["step_scale"] = grid(gamma).reciprocal().to(dtype)
-        state["sample_scale"] = grid(gamma_in).rsqrt().to(dtype)
+        state["step_scale"] = self._grid(a_vals, s_vals, pi, gamma).reciprocal().to(dtype)
+        state["sample_scale"] = self._grid(a_vals, s_vals, pi, gamma_in).rsqrt().to(dtype)
         self._perturbation_cache = None
 
     @staticmethod
@@ -239,13 +240,14 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
     # ------------------------------------------------------------------ sampling
     @staticmethod
     def _joined(layer: nn.Linear, weight: Tensor, bias: Tensor | None) -> Tensor:
-        return weight if layer.bias is None else torch.cat([weight, bias[:, None]], dim=1)
+        """[W | b] (leading batch dimensions kept)."""
+        return weight if layer.bias is None else torch.cat([weight, bias[..., None]], dim=-1)
 
     @staticmethod
     def _split(layer: nn.Linear, joined: Tensor) -> list[Tensor]:
         if layer.bias is None:
             return [joined]
-        return [joined[:, :-1], joined[:, -1]]
+        return [joined[..., :-1], joined[..., -1]]
 
     def _skip_step(self) -> None:
         super()._skip_step()
@@ -341,3 +343,166 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
                 p.sub_(u, alpha=g["lr"])
         self._update_recording()
         return loss
+
+    # ------------------------------------------------------------------ the posterior
+    # The matrix-variate Gaussian of the VI form, its samples for given noise, its KL to the
+    # prior, and the information gain of an example (docs/vime.md, "Information gain under
+    # the matrix-variate Gaussian"). All three read the posterior of the *current* factors
+    # A and S, freshly decomposed: the one the optimizer samples from after its next
+    # inverse refresh, i.e. now when ``inverse_interval`` is 1.
+    def _require_vi(self, what: str) -> None:
+        if self._group["kl_weight"] == 0:
+            raise ValueError(
+                f"{what} needs noisy K-FAC's VI form (kl_weight > 0): with kl_weight = 0 "
+                "it optimises, it does not fit a posterior"
+            )
+
+    def _joined_list(self, tensors: list[Tensor]) -> list[Tensor]:
+        """Per layer [W | b] from tensors in ``params`` order (leading batch dims kept)."""
+        flat = iter(tensors)
+        return [
+            self._joined(layer, next(flat), next(flat) if layer.bias is not None else None)
+            for layer in self._layers
+        ]
+
+    @torch.no_grad()
+    def posterior_sample(self, noises: list[Tensor]) -> list[Tensor]:
+        """θ = M̃ + √c · Q_S[(Q_Sᵀ E Q_A) ⊘ √Δ_in]Q_Aᵀ for given ε (``params`` order, any
+        leading batch dims), from the current factors; the optimizer's own ε is untouched."""
+        scale = math.sqrt(self._sampling_scale())
+        gamma_in = self._sampling_damping()
+        out = []
+        for layer, noise in zip(self._layers, self._joined_list(noises)):
+            a_vals, a_vecs, s_vals, s_vecs, pi = self._eigen_factors(self._layer_state(layer))
+            root = self._grid(a_vals, s_vals, pi, gamma_in).rsqrt()
+            rotated = s_vecs.T @ noise.double() @ a_vecs
+            perturbation = (s_vecs @ (rotated * root) @ a_vecs.T) * scale
+            mean = self._joined(layer, layer.weight, layer.bias).double()
+            out.extend(self._split(layer, (mean + perturbation).to(layer.weight.dtype)))
+        return out
+
+    @torch.no_grad()
+    def kl_divergence_to_prior(self) -> float:
+        """KL(q ‖ N(0, η I)) of the VI posterior, Σ_l = c [S_l^γin]⁻¹ ⊗ [A_l^γin]⁻¹ (eq. 13):
+        ½ [tr Σ/η + ‖M̃‖²/η − d + d ln η − ln det Σ] per layer, from the eigenvalues."""
+        self._require_vi("kl_divergence_to_prior")
+        c, gamma_in = self._sampling_scale(), self._sampling_damping()
+        eta = self._group["prior_variance"]
+        total = 0.0
+        for layer in self._layers:
+            a_vals, _, s_vals, _, pi = self._eigen_factors(self._layer_state(layer))
+            a_damped = a_vals + pi * math.sqrt(gamma_in)
+            s_damped = s_vals + math.sqrt(gamma_in) / pi
+            rows, cols = len(s_vals), len(a_vals)
+            dim = rows * cols
+            trace = c * s_damped.reciprocal().sum() * a_damped.reciprocal().sum()
+            log_det = dim * math.log(c) - cols * s_damped.log().sum() - rows * a_damped.log().sum()
+            mean = self._joined(layer, layer.weight, layer.bias).double()
+            kl = trace / eta + mean.square().sum() / eta - dim + dim * math.log(eta) - log_det
+            total += 0.5 * float(kl)
+        return total
+
+    @torch.no_grad()
+    def information_gain(
+        self, inputs: list[Tensor], output_grads: list[Tensor], thetas: list[Tensor]
+    ) -> Tensor:
+        """KL(q_after ‖ q) of one VI step on each example alone, without taking it.
+
+        Per ``nn.Linear`` layer: ``inputs`` a (B, K, in_features) and ``output_grads``
+        Ds = ∂f_b/∂s (B, K, out_features) of every example b at every weight sample θ_k,
+        f_b the example's negative log-likelihood; ``thetas`` the θ_k in ``params`` order,
+        (K, *p.shape). The step is Alg. 2 on a minibatch of that one example with a
+        statistics update and an inverse refresh (T_stats = T_inv = 1):
+
+            A′ = (1 − β)A + β ā āᵀ,   S′ = (1 − β)S + β Ds Dsᵀ                  (eq. 12)
+            M̃′ = M̃ − α [S′^γ]⁻¹ (Ds āᵀ + γ_in Θ̃) [A′^γ]⁻¹                     (Alg. 2)
+
+        and both posteriors are matrix-variate Gaussians, Σ = c [S^γin]⁻¹ ⊗ [A^γin]⁻¹
+        (eq. 13), so their KL divergence has a closed form; in the eigenbases of the current
+        A and S every factor after the step is diagonal plus rank one, which makes it
+        O(out · in) per example (derivation: docs/vime.md). Exact, averaged over the K
+        samples: a float64 tensor (B,). The optimizer is not changed.
+        """
+        self._require_vi("information_gain")
+        group = self._group
+        beta, lr = group["beta"], group["lr"]
+        c, gamma_in = self._sampling_scale(), self._sampling_damping()
+        gamma = gamma_in + group["damping"]
+        total = None
+        for layer, a, ds, theta in zip(
+            self._layers, inputs, output_grads, self._joined_list(thetas), strict=True
+        ):
+            a, ds, theta = a.double(), ds.double(), theta.double()
+            if layer.bias is not None:
+                a = torch.cat([a, a.new_ones((*a.shape[:-1], 1))], dim=-1)
+            a_vals, a_vecs, s_vals, s_vecs, pi = self._eigen_factors(self._layer_state(layer))
+            rows, cols = len(s_vals), len(a_vals)
+            # Before: the damped factors' eigenvalues.
+            a_before = a_vals + pi * math.sqrt(gamma_in)
+            s_before = s_vals + math.sqrt(gamma_in) / pi
+            # After: (1 − β) diag + damping + β (rank one) in the current eigenbases.
+            u, v = a @ a_vecs, ds @ s_vecs  # (B, K, cols), (B, K, rows)
+            trace_a = (1 - beta) * a_vals.sum() + beta * a.square().sum(-1)
+            trace_s = (1 - beta) * s_vals.sum() + beta * ds.square().sum(-1)
+            positive = (trace_a > 0) & (trace_s > 0)
+            ratio = (trace_a / cols) / torch.where(positive, trace_s / rows, 1.0)
+            pi_after = torch.where(positive, ratio.clamp_min(0).sqrt(), 1.0)
+
+            def diagonal(vals: Tensor, shift: Tensor) -> Tensor:
+                return (1 - beta) * vals + shift[..., None]
+
+            a_in = diagonal(a_vals, pi_after * math.sqrt(gamma_in))
+            s_in = diagonal(s_vals, math.sqrt(gamma_in) / pi_after)
+            log_det_a, trace_ratio_a = _rank_one_terms(a_in, u, a_before, beta)
+            log_det_s, trace_ratio_s = _rank_one_terms(s_in, v, s_before, beta)
+            kl = (
+                trace_ratio_s * trace_ratio_a
+                - rows * cols
+                + cols * (log_det_s - s_before.log().sum())
+                + rows * (log_det_a - a_before.log().sum())
+            )
+            # The mean's step, rotated into the eigenbases: −α X with X = Q_Sᵀ ΔM̃ Q_A/(−α),
+            # X = (E_S + β v vᵀ)⁻¹ (v uᵀ + γ_in T) (E_A + β u uᵀ)⁻¹, T = Q_Sᵀ Θ̃ Q_A, E the
+            # step's diagonals. Sherman-Morrison turns X into γ_in E_S⁻¹ T E_A⁻¹ + m qᵀ + p rᵀ
+            # (p = E_S⁻¹v, q = E_A⁻¹u), and its Mahalanobis norm Σ_kl s̃_k ã_l X_kl² into
+            # bilinear forms of T and T⊙T: no (B, K, out, in) tensor (docs/vime.md).
+            e_s = diagonal(s_vals, math.sqrt(gamma) / pi_after)
+            e_a = diagonal(a_vals, pi_after * math.sqrt(gamma))
+            p, q = v / e_s, u / e_a
+            one_s, one_a = 1 + beta * (v * p).sum(-1), 1 + beta * (u * q).sum(-1)
+            rotated = s_vecs.T @ theta @ a_vecs  # T: (K, out, in)
+            t_q = torch.einsum("koi,bki->bko", rotated, q)
+            t_p = torch.einsum("koi,bko->bki", rotated, p)
+            m = (-gamma_in * beta / one_a)[..., None] * t_q / e_s
+            kappa = 1 / (one_s * one_a) + gamma_in * beta**2 * (p * t_q).sum(-1) / (one_s * one_a)
+            r = (-gamma_in * beta / one_s)[..., None] * t_p / e_a + kappa[..., None] * q
+            x_s, x_a = s_before / e_s, a_before / e_a  # s̃ E_S⁻¹, ã E_A⁻¹
+            quadratic = (
+                gamma_in**2 * _bilinear(x_s / e_s, rotated.square(), x_a / e_a)
+                + (s_before * m.square()).sum(-1) * (a_before * q.square()).sum(-1)
+                + (s_before * p.square()).sum(-1) * (a_before * r.square()).sum(-1)
+                + 2 * gamma_in * _bilinear(x_s * m, rotated, x_a * q)
+                + 2 * gamma_in * _bilinear(x_s * p, rotated, x_a * r)
+                + 2 * (s_before * m * p).sum(-1) * (a_before * q * r).sum(-1)
+            )
+            kl = kl + lr**2 / c * quadratic
+            per_example = 0.5 * kl.mean(dim=1)
+            total = per_example if total is None else total + per_example
+        return total
+
+
+def _rank_one_terms(diagonal: Tensor, vector: Tensor, before: Tensor, beta: float):
+    """ln det(D + β w wᵀ) and tr(B (D + β w wᵀ)⁻¹) for diagonal D, B (matrix determinant
+    lemma and Sherman-Morrison), batched over the leading dims of ``diagonal``."""
+    weighted = vector.square() / diagonal
+    denominator = 1 + beta * weighted.sum(-1)
+    log_det = diagonal.log().sum(-1) + denominator.log()
+    trace = (before / diagonal).sum(-1) - beta * (before * weighted / diagonal).sum(
+        -1
+    ) / denominator
+    return log_det, trace
+
+
+def _bilinear(x: Tensor, matrices: Tensor, y: Tensor) -> Tensor:
+    """Σ_kl x[…, k] M[k, l] y[…, l] for x (B, K, out), M (K, out, in), y (B, K, in)."""
+    return (x * torch.einsum("koi,bki->bko", matrices, y)).sum(-1)

@@ -191,6 +191,16 @@ class WeightSampling:
             return params
         return self._sampled(params)
 
+    @torch.no_grad()
+    def posterior_sample(self, noises: list[Tensor]) -> list[Tensor]:
+        """θ = μ + σ⊙ε for the given ε (``param_groups`` order, any leading batch
+        dimensions), detached; the optimizer's own ε is untouched.
+
+        For drawing many samples at once, e.g. the Monte Carlo samples of an information
+        gain (noisy K-FAC draws its correlated noise from the given ε).
+        """
+        return [p.detach() + s * e for p, s, e in zip(self._params(), self.sampling_std(), noises)]
+
     @contextmanager
     def sampled_params(self) -> Iterator[None]:
         """Temporarily write θ = μ + σ⊙ε into the parameters; restore μ exactly on exit.
@@ -346,6 +356,19 @@ class WeightSampling:
             "sigma_min": stds.min().item(),
             "sigma_max": stds.max().item(),
         }
+
+    @torch.no_grad()
+    def _diagonal_kl_to_prior(self) -> float:
+        """KL(N(μ, σ²) ‖ N(0, η I)) = Σ ½[(σ² + μ²)/η − 1 − ln(σ²/η)] over every weight,
+        η = each group's ``prior_variance``: the KL term of a fully factorised VI posterior."""
+        total = 0.0
+        for group in self.param_groups:
+            eta = group["prior_variance"]
+            for p, sigma in zip(group["params"], self._group_sampling_std(group)):
+                variance = sigma.double().square()
+                kl = (variance + p.double().square()) / eta - 1.0 - (variance / eta).log()
+                total += 0.5 * float(kl.sum())
+        return total
 
     def adapt_noise(
         self,

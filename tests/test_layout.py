@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = {
     "engine": set(),
     "sb3": {"engine"},
+    "curiosity": {"engine"},
     "runs": {"engine", "sb3"},
     "reporting": {"engine", "runs"},
     "cli": {"engine", "runs", "reporting"},

@@ -52,11 +52,15 @@ def traced_step(opt, params, loss_of) -> None:
         step.update(means, [t.grad for t in point], step.state, c)
 
 
-def run_optimizer(name: str, steps: int = STEPS, mode: str = "sampled_params", **overrides):
-    """μ after every step, and σ before every step, from the code under test."""
+def run_optimizer(name: str | type, steps: int = STEPS, mode: str = "sampled_params", **overrides):
+    """μ after every step, and σ before every step, from the code under test (``name``: a
+    registered strategy, or an optimizer class)."""
     a, b = quadratic_coefficients()
     params = [torch.nn.Parameter(torch.tensor(m, dtype=torch.float32)) for m in initial_means()]
-    opt = pe.make_optimizer(name, params, **overrides)
+    if isinstance(name, str):
+        opt = pe.make_optimizer(name, params, **overrides)
+    else:
+        opt = name(params, **overrides)
     gen = torch.Generator().manual_seed(SEED)
     means, stds = [], []
     for _ in range(steps):
@@ -230,6 +234,32 @@ def reference_noisy_adam(
             f[i] = (b2 * f[i] if lam else f[i]) + (1 - b2) * grad**2
             m_hat = m[i] / (1 - b1**k) / (f[i] + gamma_in + gamma_ex)
             mu[i] = mu[i] + lr * m_hat
+        means.append([x.copy() for x in mu])
+    return means, stds
+
+
+def reference_bbb(lr=0.05, g1=0.9, g2=0.999, delta=1e-8, lam=2.0, n=10.0, eta=0.5, std0=0.3):
+    """Blundell et al. (2015) as VIME trains it: σ = log(1 + e^ρ), θ = μ + σε, Adam (folded
+    bias correction, lasagne's) on μ and ρ of E[F(θ)] + (λ/N) KL(N(μ, σ²) ‖ N(0, η))."""
+    a, b = quadratic_coefficients()
+    mu = initial_means()
+    rho = [np.full(s, np.log(np.expm1(std0))) for s in SHAPES]
+    moments = {key: [np.zeros(s) for s in SHAPES] for key in ("m", "v", "m_rho", "v_rho")}
+    means, stds = [], []
+    for t, eps in enumerate(reference_noise(STEPS), start=1):
+        sigma = [np.log1p(np.exp(r)) for r in rho]
+        stds.append(sigma)
+        for i in range(len(mu)):
+            g = a[i] * (mu[i] + sigma[i] * eps[i]) + b[i]
+            # KL = log(√η/σ) + (σ² + μ²)/(2η) − ½: ∂/∂μ = μ/η, ∂/∂σ = σ/η − 1/σ
+            g_mu = g + lam / n * mu[i] / eta
+            g_sigma = g * eps[i] + lam / n * (sigma[i] / eta - 1 / sigma[i])
+            g_rho = g_sigma / (1 + np.exp(-rho[i]))  # dσ/dρ = sigmoid(ρ)
+            step = lr * np.sqrt(1 - g2**t) / (1 - g1**t)
+            for x, grad, m, v in ((mu, g_mu, "m", "v"), (rho, g_rho, "m_rho", "v_rho")):
+                moments[m][i] = g1 * moments[m][i] + (1 - g1) * grad
+                moments[v][i] = g2 * moments[v][i] + (1 - g2) * grad**2
+                x[i] = x[i] - step * moments[m][i] / (np.sqrt(moments[v][i]) + delta)
         means.append([x.copy() for x in mu])
     return means, stds
 
@@ -421,3 +451,26 @@ def test_fixed_noise_is_adam_explore_without_a_precision_step(mode):
     for actual, expected in zip(fixed, explore):
         assert_trajectories_close(actual, expected, rtol=0, atol=0)
     assert all(np.allclose(s, 0.01, rtol=1e-6) for step in fixed[1] for s in step)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bayes_by_backprop_matches_reference(mode):
+    """μ and σ = softplus(ρ) both move: the prior term and the reparameterised ρ gradient."""
+    kwargs = dict(lr=0.05, kl_weight=2.0, num_data=10.0, prior_variance=0.5, initial_std=0.3)
+    means, stds = run_optimizer(pe.BayesByBackprop, mode=mode, **kwargs)
+    ref_means, ref_stds = reference_bbb()
+    assert_trajectories_close(means, ref_means)
+    assert_trajectories_close(stds, ref_stds, rtol=1e-5, atol=1e-9)
+    assert not np.allclose(means[-1][0], initial_means()[0])
+    assert not np.allclose(stds[-1][0], stds[0][0], rtol=1e-3)
+
+
+def test_bayes_by_backprop_starts_at_the_prior_and_reports_its_kl():
+    """σ₀ = √η by default; at μ = 0 the KL to the prior is 0, and by hand otherwise."""
+    p = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+    opt = pe.BayesByBackprop([p], prior_variance=0.25)
+    torch.testing.assert_close(opt.sampling_std()[0], torch.full((3,), 0.5, dtype=torch.float64))
+    assert opt.kl_divergence_to_prior() == pytest.approx(0.0, abs=1e-12)
+    with torch.no_grad():
+        p.fill_(1.0)
+    assert opt.kl_divergence_to_prior() == pytest.approx(3 * 0.5 * 1.0 / 0.25)

@@ -60,7 +60,7 @@ class DDPGConfig:
     compile: bool = False
 
     def validate(self) -> None:
-        _validate_fields(self)
+        coerce_fields(self)
         for key in ("buffer_size", "batch_size", "gradient_steps"):
             require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
         require(self.learning_starts >= 0, "learning_starts must be >= 0")
@@ -92,12 +92,13 @@ def check_strategy(name: str, kwargs: dict[str, Any], action_noise: dict[str, An
         raise ConfigError(str(err)) from None
 
 
-def _validate_fields(config: DDPGConfig) -> None:
-    """Coerce YAML/CLI values to the declared field types, or say which one is wrong."""
+def coerce_fields(config: Any, prefix: str = "") -> None:
+    """Coerce a config dataclass's YAML/CLI values to its declared field types, or say which
+    one is wrong (named ``prefix`` + field)."""
     hints = typing.get_type_hints(type(config))
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        setattr(config, f.name, _coerce(f.name, hints[f.name], value))
+        setattr(config, f.name, _coerce(prefix + f.name, hints[f.name], value))
 
 
 def _coerce(name: str, hint: Any, value: Any) -> Any:

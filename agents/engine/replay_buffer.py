@@ -23,8 +23,44 @@ class Batch(NamedTuple):
     terminated: Tensor
 
 
-class ReplayBuffer:
+class RingBuffer:
+    """Preallocated tensors (the names in ``fields``) filled circularly; their persistence.
+
+    Subclasses set ``fields`` and keep ``capacity``, ``position`` (the next row written) and
+    ``size`` (the rows filled).
+    """
+
+    fields: tuple[str, ...] = ()
+    capacity: int
+    position: int
+    size: int
+
+    def __len__(self) -> int:
+        return self.size
+
+    def state_dict(self) -> dict:
+        """The stored rows only (not the unused capacity)."""
+        n = self.size
+        state = {"capacity": self.capacity, "position": self.position, "size": n}
+        return state | {key: getattr(self, key)[:n].clone() for key in self.fields}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["capacity"] != self.capacity:
+            raise ValueError(
+                f"saved buffer has capacity {state['capacity']}, this one {self.capacity}"
+            )
+        n = state["size"]
+        for key in self.fields:
+            target = getattr(self, key)
+            target[:n] = state[key].to(target.device)
+        self.size = n
+        self.position = state["position"]
+
+
+class ReplayBuffer(RingBuffer):
     """Circular buffer of (s, a, r, s', terminated) with uniform sampling."""
+
+    fields = ("obs", "actions", "rewards", "next_obs", "terminated")
 
     def __init__(
         self,
@@ -44,9 +80,6 @@ class ReplayBuffer:
         self.terminated = torch.zeros(capacity, dtype=torch.float32, device=self.device)
         self.position = 0
         self.size = 0
-
-    def __len__(self) -> int:
-        return self.size
 
     def add(
         self,
@@ -75,28 +108,3 @@ class ReplayBuffer:
             self.next_obs[index],
             self.terminated[index],
         )
-
-    def state_dict(self) -> dict:
-        """The stored transitions only (not the unused capacity)."""
-        n = self.size
-        return {
-            "capacity": self.capacity,
-            "position": self.position,
-            "size": n,
-            "obs": self.obs[:n].clone(),
-            "actions": self.actions[:n].clone(),
-            "rewards": self.rewards[:n].clone(),
-            "next_obs": self.next_obs[:n].clone(),
-            "terminated": self.terminated[:n].clone(),
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        if state["capacity"] != self.capacity:
-            raise ValueError(
-                f"saved buffer has capacity {state['capacity']}, this one {self.capacity}"
-            )
-        n = state["size"]
-        for key in ("obs", "actions", "rewards", "next_obs", "terminated"):
-            getattr(self, key)[:n] = state[key].to(self.device)
-        self.size = n
-        self.position = state["position"]

@@ -1,0 +1,183 @@
+"""The settings of VIME's curiosity bonus (:class:`VimeConfig`), from one config mapping.
+
+``bonus: {kind: vime, posterior: noisy-kfac, eta: 1e-4, ...}``: every key but ``kind`` is
+optional. The defaults are VIME's released code (GitHub ``openai/vime``): the run script of
+its one released experiment, ``experiments/run_trpo_expl.py`` (cited as l.N), where it sets a
+value, else the defaults of ``algos/batch_polopt_expl.py`` (bpe), ``dynamics/bnn.py`` and
+``sampler/parallel_sampler_expl.py``; each is cited beside its field and in
+``docs/decisions.md#vime``. Values the released code does not
+have (the noisy posteriors' step sizes, when an off-policy learner refits the model) are
+this project's and say so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+import param_explore
+
+from ..engine.config import coerce_fields, require
+from ..errors import ConfigError
+
+#: The dynamics model's posterior: VIME's Bayes by Backprop, or a project optimizer's VI form.
+POSTERIORS = ("bbb", "noisy-adam", "noisy-kfac")
+
+
+@dataclass
+class VimeConfig:
+    """VIME's settings (Houthooft et al. 2016; released code ``openai/vime``)."""
+
+    kind: Literal["vime"] = "vime"
+    #: q(θ) of the dynamics model: ``bbb`` (fully factorised, Bayes by Backprop, as
+    #: released), ``noisy-adam`` (NNG-FFG) or ``noisy-kfac`` (NNG-MVG, Zhang et al. 2018
+    #: Sec. 5.4), the latter two the ``param_explore`` optimizers in their VI form.
+    posterior: Literal["bbb", "noisy-adam", "noisy-kfac"] = "bbb"
+    #: η, the bonus's weight (run_trpo_expl.py l.17, l.48).
+    eta: float = 1e-4
+    #: Hidden layers of the dynamics model, ReLU, both layers Bayesian (l.60-61).
+    hidden_sizes: list[int] = field(default_factory=lambda: [32])
+    #: σ of the Gaussian likelihood p(s′ | s, a; θ) (bnn.py l.256).
+    likelihood_std: float = 5.0
+    #: √η_prior: the prior N(0, prior_std²) and the initial posterior std (bpe l.129).
+    prior_std: float = 0.5
+    #: bbb: weight samples of its information gain's gradient (snn_n_samples, l.49; bpe
+    #: l.128). The noisy posteriors take their step at the posterior mean instead.
+    num_samples: int = 10
+    #: Step size of the posterior's optimizer; None: Adam's 1e-4 for bbb (l.62), 1e-2 for
+    #: the noisy optimizers (a project choice).
+    lr: float | None = None
+    #: Further settings of the posterior's optimizer (e.g. ``beta``, ``damping``).
+    optimizer_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: Transitions the dynamics model trains on, FIFO (replay_pool_size, l.57).
+    pool_size: int = 1_000_000
+    #: No training (and no bonus) before the pool holds this many (bpe l.136, l.317).
+    min_pool_size: int = 500
+    #: Transitions per training step of the dynamics model (bpe l.138).
+    pool_batch_size: int = 10
+    #: The ELBO weighs its KL term by 1/(kl_batches · pool_batch_size) per transition
+    #: (n_batches = 5 hard-coded, bpe l.251; bnn.py l.372).
+    kl_batches: int = 5
+    #: Training steps per new transition: 5000 per 50 000-step iteration (l.38, l.58), as
+    #: the defaults' 500 per 5000 (bpe l.114, l.137).
+    updates_per_step: float = 0.1
+    #: Off-policy learners: environment steps between two fits (bpe l.114's iteration);
+    #: on-policy learners fit after every rollout, as VIME after every iteration.
+    fit_every: int = 5000
+    #: λ of bbb's second-order step (parallel_sampler_expl.py l.92).
+    second_order_step: float = 0.01
+    #: The bonus is divided by the mean of the last this-many batch medians (kl_q_len,
+    #: bpe l.131; use_kl_ratio_q, l.52-53).
+    median_window: int = 10
+    #: Information gains are clipped to [0, this] (parallel_sampler_expl.py l.96).
+    max_information_gain: float = 1000.0
+
+    def validate(self) -> None:
+        coerce_fields(self, prefix="bonus.")
+        for key in (
+            "likelihood_std", "prior_std", "updates_per_step", "second_order_step",
+            "max_information_gain",
+        ):  # fmt: skip
+            value = getattr(self, key)
+            require(value > 0, f"bonus.{key} must be > 0, got {value}")
+        for key in (
+            "num_samples", "pool_size", "min_pool_size", "pool_batch_size", "kl_batches",
+            "fit_every", "median_window",
+        ):  # fmt: skip
+            value = getattr(self, key)
+            require(value >= 1, f"bonus.{key} must be an integer >= 1, got {value}")
+        require(self.eta >= 0, f"bonus.eta must be >= 0, got {self.eta}")
+        require(
+            self.min_pool_size <= self.pool_size,
+            f"bonus.min_pool_size ({self.min_pool_size}) exceeds bonus.pool_size "
+            f"({self.pool_size})",
+        )
+        require(
+            len(self.hidden_sizes) >= 1 and all(h > 0 for h in self.hidden_sizes),
+            f"bonus.hidden_sizes needs at least one positive size, got {self.hidden_sizes}",
+        )
+        if self.lr is not None:
+            require(self.lr > 0, f"bonus.lr must be > 0, got {self.lr}")
+        try:
+            # the optimizer's own checks, on a one-unit network
+            probe = torch.nn.utils.skip_init(torch.nn.Linear, 1, 1)  # no global RNG draw
+            make_posterior_optimizer(self, probe)
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"bonus: {err}") from None
+
+    @property
+    def num_data(self) -> int:
+        """N of the ELBO: the KL term counts once per this many transitions."""
+        return self.kl_batches * self.pool_batch_size
+
+
+def bonus_config(settings: Mapping[str, Any] | VimeConfig | None) -> VimeConfig | None:
+    """The validated settings of a ``bonus:`` mapping; None for no bonus (None, {}, or
+    ``kind: none``). Bad input raises :class:`ConfigError` with one clear line."""
+    if isinstance(settings, VimeConfig):
+        settings.validate()
+        return settings
+    if not settings:
+        return None
+    if not isinstance(settings, Mapping):
+        raise ConfigError(f"bonus must be a mapping such as {{kind: vime}}, got {settings!r}")
+    if settings.get("kind") in (None, "none"):
+        if set(settings) - {"kind"}:
+            raise ConfigError("bonus settings given without a kind; set bonus.kind: vime")
+        return None
+    valid = [f.name for f in dataclasses.fields(VimeConfig)]
+    unknown = sorted(set(settings) - set(valid))
+    if unknown:
+        raise ConfigError(
+            f"unknown bonus setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}"
+        )
+    config = VimeConfig(**settings)
+    config.validate()
+    return config
+
+
+# --------------------------------------------------------------------------- the optimizer
+def optimizer_settings(config: VimeConfig) -> dict[str, Any]:
+    """The keyword arguments of the posterior's optimizer: VI with λ = 1, N =
+    ``num_data``, η = ``prior_std``², then ``lr`` and ``optimizer_kwargs``."""
+    common = dict(
+        kl_weight=1.0, num_data=float(config.num_data), prior_variance=config.prior_std**2
+    )
+    if config.posterior == "bbb":
+        # lasagne's Adam (bnn.py l.434-435), σ₀ = prior_sd (l.40, l.55-59)
+        settings = dict(common, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, initial_std=config.prior_std)
+    elif config.posterior == "noisy-adam":
+        settings = dict(common, lr=1e-2, initial_precision=0.0)  # Alg. 1: f from 0
+    else:  # noisy-kfac: factors and inverses every step (a 32-unit model)
+        settings = dict(common, lr=1e-2, stats_interval=1, inverse_interval=1)
+    if config.lr is not None:
+        settings["lr"] = config.lr
+    return {**settings, **config.optimizer_kwargs}
+
+
+def make_posterior_optimizer(
+    config: VimeConfig, network: torch.nn.Module
+) -> param_explore.WeightSampling:
+    """The optimizer that holds and trains the dynamics model's posterior."""
+    classes = {
+        "bbb": param_explore.BayesByBackprop,
+        "noisy-adam": param_explore.NoisyAdam,
+        "noisy-kfac": param_explore.NoisyKFAC,
+    }
+    cls = classes[config.posterior]
+    settings = optimizer_settings(config)
+    _, _, *names = inspect.signature(cls.__init__).parameters
+    unknown = sorted(set(config.optimizer_kwargs) - set(names))
+    if unknown:
+        raise ValueError(
+            f"unknown optimizer_kwargs {', '.join(unknown)} for posterior {config.posterior}; "
+            f"valid: {', '.join(names)}"
+        )
+    if cls is param_explore.NoisyKFAC:
+        return cls(network, **settings)
+    return cls(network.parameters(), **settings)

@@ -1,0 +1,168 @@
+"""VIME's Bayesian dynamics model p(s′ | s, a; θ) and the information gain of transitions.
+
+The network is VIME's (``dynamics/bnn.py``; ``algos/batch_polopt_expl.py`` l.260-278): an
+MLP from the normalised (s, a) to the normalised s′ itself (not s′ − s), ReLU hidden
+layers, a linear output and a Gaussian likelihood of fixed σ; every weight's mean starts
+from N(0, 1) (bnn.py l.50-54, l.61-66). Its posterior q(θ) is held and trained by a
+``param_explore`` optimizer (:func:`~agents.curiosity.config.make_posterior_optimizer`),
+one weight sample per minibatch step, minimising the ELBO per transition
+
+    E_q[−log p(s′ | s, a; θ)] + KL(q ‖ prior)/N         (N = kl_batches · pool_batch_size).
+
+The information gain of a batch of transitions is computed in one pass for all of them
+and for K weight samples θ_k at once: the K networks run as batched matrix products, and
+since each example's loss depends only on its own row, one backward pass of the summed
+loss gives every example's output gradients Ds; with the layer inputs a they are the
+per-example gradients Ds aᵀ of every ``Linear`` layer (rank one) that the posteriors'
+``information_gain`` take (``docs/vime.md``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+import param_explore
+
+from .config import VimeConfig, make_posterior_optimizer
+
+
+class ExampleStatistics(NamedTuple):
+    """What every example b contributes under every weight sample θ_k, per layer."""
+
+    inputs: list[Tensor]  # a: (B, K, in_features)
+    output_grads: list[Tensor]  # Ds = ∂f_b/∂s: (B, K, out_features)
+    nll: Tensor  # f_b(θ_k): (B, K)
+
+
+def gaussian_nll(prediction: Tensor, target: Tensor, std: float) -> Tensor:
+    """−log N(target; prediction, std² I), summed over the last dimension (bnn.py l.345-349)."""
+    squared = (target - prediction).square().sum(-1)
+    return squared / (2 * std**2) + target.shape[-1] * (math.log(std) + 0.5 * math.log(2 * math.pi))
+
+
+class BayesianDynamics:
+    """The dynamics network, its posterior's optimizer, training and information gain."""
+
+    def __init__(
+        self, in_dim: int, out_dim: int, config: VimeConfig, generator: torch.Generator
+    ) -> None:
+        device = generator.device
+        self.config = config
+        self.generator = generator
+        sizes = [in_dim, *config.hidden_sizes, out_dim]
+        layers: list[nn.Module] = []
+        for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
+            # μ ~ N(0, 1) for weights and biases, as released, from the bonus's own generator
+            # (skip_init: torch's default initialisation would draw from the global one).
+            linear = nn.utils.skip_init(nn.Linear, fan_in, fan_out, device=device)
+            with torch.no_grad():
+                linear.weight.normal_(generator=generator)
+                linear.bias.normal_(generator=generator)
+            layers.append(linear)
+            if i < len(sizes) - 2:
+                layers.append(nn.ReLU())
+        self.network = nn.Sequential(*layers)
+        self.linears = [m for m in self.network if isinstance(m, nn.Linear)]
+        self.optimizer = make_posterior_optimizer(config, self.network)
+
+    @property
+    def parameters(self) -> list[Tensor]:
+        return list(self.network.parameters())
+
+    # ------------------------------------------------------------------ training
+    def train_step(self, inputs: Tensor, targets: Tensor) -> Tensor:
+        """One step of the posterior's optimizer on a minibatch, at one weight sample;
+        returns the minibatch's mean negative log-likelihood (a 0-d tensor, no sync)."""
+        opt = self.optimizer
+        opt.zero_grad(set_to_none=True)
+        opt.resample_noise(self.generator)
+        with opt.training_params():
+            loss = gaussian_nll(self.network(inputs), targets, self.config.likelihood_std).mean()
+            loss.backward()
+        opt.step()
+        return loss.detach()
+
+    def kl_to_prior(self) -> float:
+        """KL(q ‖ N(0, prior_std² I)): the ELBO's KL term (before its 1/N weight)."""
+        return self.optimizer.kl_divergence_to_prior()
+
+    # ------------------------------------------------------------------ information gain
+    def draw_noise(self, samples: int) -> list[Tensor]:
+        """ε for ``samples`` weight samples, one tensor per parameter (K, *p.shape)."""
+        return [
+            torch.randn(
+                (samples, *p.shape), generator=self.generator, dtype=p.dtype, device=p.device
+            )
+            for p in self.parameters
+        ]
+
+    @torch.no_grad()
+    def example_statistics(
+        self, thetas: list[Tensor], inputs: Tensor, targets: Tensor
+    ) -> ExampleStatistics:
+        """Every example's layer inputs, output gradients and loss at every θ_k, batched.
+
+        ``thetas``: K weight samples, (K, *p.shape) per parameter in ``parameters`` order;
+        ``inputs`` (B, in_dim) and ``targets`` (B, out_dim), normalised.
+        """
+        hidden = inputs.expand(thetas[0].shape[0], *inputs.shape)  # (K, B, in)
+        layer_inputs, outputs = [], []
+        with torch.enable_grad():
+            for i in range(len(self.linears)):
+                weight, bias = thetas[2 * i], thetas[2 * i + 1]
+                layer_inputs.append(hidden)
+                output = torch.baddbmm(bias[:, None, :], hidden, weight.transpose(1, 2))
+                output.requires_grad_(True)
+                outputs.append(output)
+                hidden = torch.relu(output) if i < len(self.linears) - 1 else output
+            nll = gaussian_nll(hidden, targets, self.config.likelihood_std)  # (K, B)
+            grads = torch.autograd.grad(nll.sum(), outputs)
+        return ExampleStatistics(
+            [a.detach().transpose(0, 1) for a in layer_inputs],
+            [g.transpose(0, 1) for g in grads],
+            nll.detach().transpose(0, 1),
+        )
+
+    @staticmethod
+    def dense_gradients(stats: ExampleStatistics) -> list[Tensor]:
+        """∇θ f_b(θ_k) of every parameter: Ds aᵀ for weights, Ds for biases, (B, K, …)."""
+        grads = []
+        for a, ds in zip(stats.inputs, stats.output_grads):
+            grads.append(ds[..., :, None] * a[..., None, :])
+            grads.append(ds)
+        return grads
+
+    def information_noise(self) -> list[Tensor]:
+        """The weight noise of one information-gain call: K = ``num_samples`` draws for
+        Bayes by Backprop (VIME's Monte Carlo estimate of its gradient), none (ε = 0, the
+        step at the posterior mean) for the noisy posteriors (docs/decisions.md#vime)."""
+        if isinstance(self.optimizer, param_explore.BayesByBackprop):
+            return self.draw_noise(self.config.num_samples)
+        return [torch.zeros((1, *p.shape), dtype=p.dtype, device=p.device) for p in self.parameters]
+
+    @torch.no_grad()
+    def information_gain(self, inputs: Tensor, targets: Tensor, noises: list[Tensor]) -> Tensor:
+        """KL(q_after ‖ q) of one update on each transition (float64, (B,)), at the weight
+        samples of ``noises`` (:meth:`information_noise`); the posterior is not changed."""
+        opt = self.optimizer
+        thetas = opt.posterior_sample(noises)
+        stats = self.example_statistics(thetas, inputs, targets)
+        if isinstance(opt, param_explore.NoisyKFAC):
+            return opt.information_gain(stats.inputs, stats.output_grads, thetas)
+        grads = self.dense_gradients(stats)
+        if isinstance(opt, param_explore.BayesByBackprop):
+            return opt.information_gain(grads, noises, self.config.second_order_step)
+        return opt.information_gain(grads, thetas)
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict:
+        return {"network": self.network.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.network.load_state_dict(state["network"])
+        self.optimizer.load_state_dict(state["optimizer"])

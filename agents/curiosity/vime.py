@@ -1,0 +1,228 @@
+"""VIME's curiosity bonus: η · KL(q(θ | history + transition) ‖ q(θ | history)).
+
+:class:`VimeBonus` is what a learner calls (Houthooft et al. 2016, eq. 14 of Zhang et al.
+2018). It owns the dynamics model and its posterior (:mod:`agents.curiosity.dynamics`),
+the pool it trains on (:mod:`agents.curiosity.pool`), the normalisation of its inputs and
+of the bonus, and the statistics a run logs. The learner decides *when*:
+
+* ``add(obs, actions, next_obs)`` — transitions into the pool;
+* ``fit()`` — train the model on the pool, ``updates_per_step`` steps per transition
+  added since the last fit (VIME: after every batch of paths, l.303-354 of
+  ``algos/batch_polopt_expl.py``); ``due()`` says when ``fit_every`` steps have passed;
+* ``intrinsic_rewards(obs, actions, next_obs)`` — η · information gain / the mean of the
+  last ``median_window`` batch medians, for one batch of transitions (VIME:
+  ``use_kl_ratio_q``, l.473-484), zero until the model was fitted once (VIME: none in
+  the first iteration, l.461);
+* ``information_gain(...)`` — the raw KL divergences, batched;
+* ``pop_statistics()`` — the scalars to log since the last call.
+
+Inputs are normalised by the pool's mean and standard deviation at the last fit (l.318-331,
+``obs_std + 1e-8``): s and a as the model's input, s′ with the statistics of s as its
+target. See ``docs/vime.md`` for how each learner uses it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .config import VimeConfig
+from .dynamics import BayesianDynamics
+from .pool import TransitionPool
+
+#: Transitions whose information gain is computed in one pass (memory: B·K·weights).
+CHUNK = 256
+#: Added to the standard deviations that normalise the model's inputs (l.325).
+STD_EPS = 1e-8
+
+
+class MedianNormaliser:
+    """Divides a batch by the mean of the medians of the last ``window`` batches, this one
+    included (VIME's ``use_kl_ratio_q``: ``kl_previous``, l.232-236 and l.474-480)."""
+
+    def __init__(self, window: int) -> None:
+        self.medians: deque[float] = deque(maxlen=window)
+
+    def __call__(self, values: Tensor) -> Tensor:
+        self.medians.append(float(torch.quantile(values.double(), 0.5)))  # numpy's median
+        scale = sum(self.medians) / len(self.medians)
+        return values / scale if scale > 0 else torch.zeros_like(values)
+
+
+def _rows(array: np.ndarray | Tensor, device: torch.device) -> Tensor:
+    """Transitions as float32 rows (B, dim); a 1-D array is one transition."""
+    tensor = torch.as_tensor(array, dtype=torch.float32, device=device)
+    return tensor.reshape(1, -1) if tensor.dim() == 1 else tensor.reshape(tensor.shape[0], -1)
+
+
+class VimeBonus:
+    """The curiosity bonus of one learner (module docstring)."""
+
+    def __init__(
+        self,
+        config: VimeConfig,
+        obs_dim: int,
+        action_dim: int,
+        *,
+        seed: int | None = None,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        config.validate()
+        self.config = config
+        self.device = torch.device(device)
+        self.generator = torch.Generator(device=self.device)
+        if seed is None:
+            self.generator.seed()
+        else:
+            self.generator.manual_seed(seed)
+        self.pool = TransitionPool(config.pool_size, obs_dim, action_dim, device=self.device)
+        self.dynamics = BayesianDynamics(obs_dim + action_dim, obs_dim, config, self.generator)
+        self.normaliser = MedianNormaliser(config.median_window)
+        self.moments = (
+            torch.zeros(obs_dim, device=self.device),
+            torch.ones(obs_dim, device=self.device),
+            torch.zeros(action_dim, device=self.device),
+            torch.ones(action_dim, device=self.device),
+        )
+        self.num_fits = 0
+        self.steps_since_fit = 0
+        self._scored: list[Tensor] = []  # intrinsic rewards given since the last pop
+        self._medians: list[float] = []
+        self._fit_log: dict[str, float] = {}
+        self._non_finite = 0  # information gains that were not finite (set to 0)
+
+    # ------------------------------------------------------------------ data and training
+    @property
+    def ready(self) -> bool:
+        """Whether the model was fitted at least once (before that the bonus is 0)."""
+        return self.num_fits > 0
+
+    def add(
+        self, obs: np.ndarray | Tensor, actions: np.ndarray | Tensor, next_obs: np.ndarray | Tensor
+    ) -> None:
+        """Transitions (rows) into the pool."""
+        rows = [_rows(x, self.device) for x in (obs, actions, next_obs)]
+        self.pool.extend(*rows)
+        self.steps_since_fit += rows[0].shape[0]
+
+    def due(self) -> bool:
+        """``fit_every`` steps have been added since the last fit."""
+        return self.steps_since_fit >= self.config.fit_every
+
+    def _normalised(self, obs: Tensor, actions: Tensor, next_obs: Tensor) -> tuple[Tensor, Tensor]:
+        obs_mean, obs_std, act_mean, act_std = self.moments
+        inputs = torch.cat(
+            [(obs - obs_mean) / (obs_std + STD_EPS), (actions - act_mean) / (act_std + STD_EPS)],
+            dim=1,
+        )
+        return inputs, (next_obs - obs_mean) / (obs_std + STD_EPS)
+
+    def fit(self) -> bool:
+        """Train on the pool: ``updates_per_step`` minibatch steps per transition added since
+        the last fit (at least one). Nothing while the pool holds fewer than
+        ``min_pool_size``; returns whether it trained."""
+        cfg = self.config
+        if len(self.pool) < cfg.min_pool_size or self.steps_since_fit == 0:
+            return False
+        updates = max(1, round(cfg.updates_per_step * self.steps_since_fit))
+        self.moments = self.pool.moments()
+        nll = self.train(updates)
+        kl = self.dynamics.kl_to_prior()
+        self._fit_log = {
+            "dynamics/nll": nll,
+            "dynamics/kl": kl,
+            "dynamics/loss": nll + kl / cfg.num_data,
+            "dynamics/updates": float(updates),
+        }
+        self.num_fits += 1
+        self.steps_since_fit = 0
+        return True
+
+    def train(self, updates: int) -> float:
+        """``updates`` steps of the posterior's optimizer on minibatches of the pool,
+        normalised by the current moments; returns their mean negative log-likelihood."""
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        for _ in range(updates):
+            batch = self.pool.sample(self.config.pool_batch_size, self.generator)
+            total += self.dynamics.train_step(*self._normalised(*batch))
+        return float(total) / updates
+
+    # ------------------------------------------------------------------ the bonus
+    @torch.no_grad()
+    def information_gain(
+        self, obs: np.ndarray | Tensor, actions: np.ndarray | Tensor, next_obs: np.ndarray | Tensor
+    ) -> Tensor:
+        """KL(q after one update on the transition ‖ q now) of every transition (float64,
+        clipped to [0, ``max_information_gain``]; 0 where not finite, counted), in chunks of
+        :data:`CHUNK`; all share the weight samples drawn for this call (none for the noisy
+        posteriors)."""
+        obs, actions, next_obs = (_rows(x, self.device) for x in (obs, actions, next_obs))
+        inputs, targets = self._normalised(obs, actions, next_obs)
+        noises = self.dynamics.information_noise()
+        gains = torch.cat(
+            [
+                self.dynamics.information_gain(
+                    inputs[i : i + CHUNK], targets[i : i + CHUNK], noises
+                )
+                for i in range(0, len(inputs), CHUNK)
+            ]
+        )
+        finite = torch.isfinite(gains)
+        if not bool(finite.all()):  # a broken model gives no bonus, and says so
+            self._non_finite += int((~finite).sum())
+            gains = torch.where(finite, gains, 0.0)
+        return gains.clamp(0.0, self.config.max_information_gain)
+
+    def intrinsic_rewards(
+        self, obs: np.ndarray | Tensor, actions: np.ndarray | Tensor, next_obs: np.ndarray | Tensor
+    ) -> Tensor:
+        """η · information gain / (mean of the last batch medians), float32 (B,), for one
+        batch; zeros until the model was fitted once."""
+        if not self.ready:
+            return torch.zeros(_rows(obs, self.device).shape[0], device=self.device)
+        gains = self.information_gain(obs, actions, next_obs)
+        rewards = (self.config.eta * self.normaliser(gains)).float()
+        self._scored.append(rewards.detach().cpu())
+        self._medians.append(self.normaliser.medians[-1])
+        return rewards
+
+    def pop_statistics(self) -> dict[str, float]:
+        """``bonus/intrinsic_mean`` (over the transitions scored since the last call),
+        ``bonus/info_gain_median`` (the mean of their batches' median information gains),
+        ``bonus/non_finite_gains`` (gains set to 0 because they were not finite; only when
+        there were some) and, after a fit, ``dynamics/nll``, ``dynamics/kl``,
+        ``dynamics/loss`` (the ELBO per transition) and ``dynamics/updates``."""
+        out = dict(self._fit_log)
+        if self._scored:
+            out["bonus/intrinsic_mean"] = float(torch.cat(self._scored).mean())
+            out["bonus/info_gain_median"] = sum(self._medians) / len(self._medians)
+        if self._non_finite:
+            out["bonus/non_finite_gains"] = float(self._non_finite)
+        self._scored, self._medians, self._fit_log, self._non_finite = [], [], {}, 0
+        return out
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict:
+        """Everything to continue: model, posterior, pool, normalisation, RNG, counters."""
+        return {
+            "dynamics": self.dynamics.state_dict(),
+            "pool": self.pool.state_dict(),
+            "moments": [m.clone() for m in self.moments],
+            "medians": list(self.normaliser.medians),
+            "generator": self.generator.get_state(),
+            "num_fits": self.num_fits,
+            "steps_since_fit": self.steps_since_fit,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.dynamics.load_state_dict(state["dynamics"])
+        self.pool.load_state_dict(state["pool"])
+        self.moments = tuple(m.to(self.device) for m in state["moments"])
+        self.normaliser.medians.clear()
+        self.normaliser.medians.extend(state["medians"])
+        self.generator.set_state(state["generator"])
+        self.num_fits = state["num_fits"]
+        self.steps_since_fit = state["steps_since_fit"]

@@ -1,0 +1,265 @@
+"""The information gain of an example under each posterior, against direct computations.
+
+Noisy Adam and noisy K-FAC (VI forms): ``information_gain`` is a closed form of the KL
+divergence between the posterior after one step on the example and the posterior now. It is
+checked against the actual ``step()`` of a copy of the optimizer on that one example (the
+same ε): both posteriors are read from the optimizer states and built here as dense
+Gaussians in NumPy — noisy K-FAC's covariance as c · kron(S_in⁻¹, A_in⁻¹) with eq. 13's
+damping split computed here — and their KL taken with dense linear algebra. This is done
+for several examples, at several points of a training run.
+
+Bayes by Backprop: VIME's second-order approximation is checked against a NumPy
+transcription of the released ``fast_kl_div`` (bnn.py l.474-497, with the paper's ½) whose
+gradients come from a hand-written forward and backward pass, and against the exact KL
+divergence after the Newton step it approximates.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import param_explore as pe
+
+IN, HIDDEN, OUT = 2, 3, 2
+STD = 1.5  # the likelihood's σ
+LAM, N, ETA = 1.0, 20.0, 0.5
+
+
+def make_net() -> torch.nn.Sequential:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(IN, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, OUT)
+    ).double()
+
+
+def data():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(40, IN, generator=gen, dtype=torch.float64)
+    return x, torch.randn(40, OUT, generator=gen, dtype=torch.float64)
+
+
+def nll(prediction, target):
+    return 0.5 * (prediction - target).square().sum(-1) / STD**2
+
+
+def train(net, opt, gen, rounds, start):
+    """``rounds`` steps on minibatches of 6, mean loss, one weight sample each."""
+    x, y = data()
+    for t in range(start, start + rounds):
+        rows = slice(6 * t % 30, 6 * t % 30 + 6)
+        opt.zero_grad()
+        opt.resample_noise(gen)
+        with opt.training_params():
+            nll(net(x[rows]), y[rows]).mean().backward()
+        opt.step()
+
+
+def example_gradients(theta, x, y):
+    """Per layer inputs and output gradients, and ∇θ, of each example's loss at θ (K = 1)."""
+    inputs, output_grads, grads = [[], []], [[], []], [[] for _ in range(4)]
+    for row in range(len(x)):
+        w1, b1, w2, b2 = (t.detach().clone().requires_grad_() for t in theta)
+        s1 = x[row] @ w1.T + b1
+        h = torch.tanh(s1)
+        s2 = h @ w2.T + b2
+        s1.retain_grad()
+        s2.retain_grad()
+        nll(s2, y[row]).backward()
+        for layer, (a, s) in enumerate(((x[row], s1), (h.detach(), s2))):
+            inputs[layer].append(a)
+            output_grads[layer].append(s.grad)
+        for i, w in enumerate((w1, b1, w2, b2)):
+            grads[i].append(w.grad)
+
+    def stacked(tensors):  # (B, K = 1, ...)
+        return [torch.stack(ts)[:, None] for ts in tensors]
+
+    return stacked(inputs), stacked(output_grads), stacked(grads)
+
+
+def copy_of(net, opt, build):
+    """An independent network and optimizer in the same state (ε included)."""
+    twin = make_net()
+    twin.load_state_dict(net.state_dict())
+    twin_opt = build(twin)
+    twin_opt.load_state_dict(copy.deepcopy(opt.state_dict()))
+    return twin, twin_opt
+
+
+def gaussian_kl(mean1, cov1, mean0, cov0):
+    """KL(N(mean1, cov1) ‖ N(mean0, cov0)), dense."""
+    inverse = np.linalg.inv(cov0)
+    diff = mean0 - mean1
+    return 0.5 * (
+        np.trace(inverse @ cov1)
+        + diff @ inverse @ diff
+        - len(mean0)
+        + np.linalg.slogdet(cov0)[1]
+        - np.linalg.slogdet(cov1)[1]
+    )
+
+
+def noisy_adam_posterior(net, opt):
+    """One dense Gaussian over all weights: N(μ, diag((λ/N)/(f + λ/(Nη)))) (Alg. 1 line 3)."""
+    mean = np.concatenate([p.detach().numpy().ravel() for p in net.parameters()])
+    fisher = np.concatenate([opt.state[p]["fisher"].numpy().ravel() for p in net.parameters()])
+    return [(mean, np.diag((LAM / N) / (fisher + LAM / (N * ETA))))]
+
+
+def noisy_kfac_posterior(net, opt):
+    """Per layer a dense Gaussian over vec_row([W | b]): c · kron(S_in⁻¹, A_in⁻¹), eq. 13."""
+    out = []
+    gamma = LAM / (N * ETA)
+    for layer in (net[0], net[2]):
+        state = opt.state[layer.weight]
+        A, S = state["A"].numpy(), state["S"].numpy()
+        ta, ts = np.trace(A) / len(A), np.trace(S) / len(S)
+        pi = np.sqrt(ta / ts) if ta > 0 and ts > 0 else 1.0
+        s_in = S + np.sqrt(gamma) / pi * np.eye(len(S))
+        a_in = A + pi * np.sqrt(gamma) * np.eye(len(A))
+        cov = (LAM / N) * np.kron(np.linalg.inv(s_in), np.linalg.inv(a_in))
+        mean = torch.cat([layer.weight, layer.bias[:, None]], 1).detach().numpy().ravel()
+        out.append((mean, cov))
+    return out
+
+
+def dense_kl(after, before):
+    return sum(gaussian_kl(m1, c1, m0, c0) for (m1, c1), (m0, c0) in zip(after, before))
+
+
+def build_noisy_adam(net):
+    """Without momentum (β₁ = 0): information_gain's step is Alg. 1's without it."""
+    return pe.NoisyAdam(
+        net.parameters(), lr=0.1, betas=(0.0, 0.9), kl_weight=LAM, num_data=N,
+        prior_variance=ETA, damping=0.05, initial_precision=0.0,
+    )  # fmt: skip
+
+
+def build_noisy_kfac(net):
+    return pe.NoisyKFAC(
+        net, lr=0.1, beta=0.2, kl_weight=LAM, num_data=N, prior_variance=ETA, damping=0.05,
+        stats_interval=1, inverse_interval=1,
+    )  # fmt: skip
+
+
+POSTERIORS = {
+    "noisy-adam": (build_noisy_adam, noisy_adam_posterior),
+    "noisy-kfac": (build_noisy_kfac, noisy_kfac_posterior),
+}
+
+
+@pytest.mark.parametrize("name", list(POSTERIORS))
+def test_information_gain_is_the_kl_of_the_actual_step(name):
+    """… and the KL term of the ELBO is the KL to the prior of the same dense Gaussian."""
+    build, posterior = POSTERIORS[name]
+    net = make_net()
+    opt = build(net)
+    gen = torch.Generator().manual_seed(2)
+    x, y = data()
+    examples = slice(30, 36)
+    for checkpoint in range(3):  # before any step (factors 0, f 0), then after 3 and 6
+        if checkpoint:
+            train(net, opt, gen, 3, start=3 * checkpoint)
+        opt.resample_noise(gen)
+        noise = [opt.state[p]["noise"].clone() for p in net.parameters()]
+        theta = opt.posterior_sample([e[None] for e in noise])
+        with torch.no_grad():  # the optimizer's own sample, with its own ε
+            for own, sample in zip(opt.sample(), theta):
+                torch.testing.assert_close(own, sample[0], rtol=1e-12, atol=1e-12)
+        inputs, output_grads, grads = example_gradients(
+            [t[0] for t in theta], x[examples], y[examples]
+        )
+        state = copy.deepcopy(opt.state_dict())
+        if name == "noisy-kfac":
+            gains = opt.information_gain(inputs, output_grads, theta)
+        else:
+            gains = opt.information_gain(grads, theta)
+        expected = []
+        before = posterior(net, opt)
+        prior = [(np.zeros_like(mean), ETA * np.eye(len(mean))) for mean, _ in before]
+        assert opt.kl_divergence_to_prior() == pytest.approx(dense_kl(before, prior), rel=1e-9)
+        for row in range(examples.start, examples.stop):
+            twin, twin_opt = copy_of(net, opt, build)
+            twin_opt.zero_grad()
+            with twin_opt.training_params():
+                nll(twin(x[row : row + 1]), y[row : row + 1]).mean().backward()
+            twin_opt.step()
+            expected.append(dense_kl(posterior(twin, twin_opt), before))
+        np.testing.assert_allclose(gains.numpy(), expected, rtol=1e-8)
+        assert min(expected) > 0
+        # Nothing changed: the information gain is a what-if.
+        after = opt.state_dict()
+        for key, value in state["state"].items():
+            for name_, tensor in value.items():
+                assert torch.equal(after["state"][key][name_], tensor), name_
+
+
+def test_bbb_information_gain_is_vimes_second_order_kl():
+    net = make_net()
+    opt = pe.BayesByBackprop(
+        net.parameters(), lr=0.05, kl_weight=LAM, num_data=N, prior_variance=ETA, initial_std=0.4
+    )
+    gen = torch.Generator().manual_seed(3)
+    train(net, opt, gen, 6, start=0)  # σ now differs between weights
+    x, y = data()
+    samples, step = 4, 0.01
+    noises = [
+        torch.randn((samples, *p.shape), generator=gen, dtype=torch.float64)
+        for p in net.parameters()
+    ]
+    thetas = opt.posterior_sample(noises)
+    rows = range(30, 36)
+    # NumPy: every example's ∇θ at every θ_k by a hand-written backward pass.
+    mu = [p.detach().numpy() for p in net.parameters()]
+    rho = [opt.state[p]["rho"].numpy() for p in net.parameters()]
+    eps = [e.numpy() for e in noises]
+    sigma = [np.log1p(np.exp(r)) for r in rho]
+    per_example = []
+    for row in rows:
+        xr, yr = x[row].numpy(), y[row].numpy()
+        g_samples = []
+        for k in range(samples):
+            w1, b1, w2, b2 = (m + s * e[k] for m, s, e in zip(mu, sigma, eps))
+            h = np.tanh(w1 @ xr + b1)
+            d2 = (w2 @ h + b2 - yr) / STD**2
+            d1 = (w2.T @ d2) * (1 - h**2)
+            g_samples.append([np.outer(d1, xr), d1, np.outer(d2, h), d2])
+        per_example.append(g_samples)
+    grads = [
+        torch.tensor(np.array([[g[k][i] for k in range(samples)] for g in per_example]))
+        for i in range(4)
+    ]
+    gains = opt.information_gain(grads, noises, step_size=step).numpy()
+    # fast_kl_div (bnn.py l.474-497): Σ step² ∇² H⁻¹, H⁻¹_μ = σ², H_ρ = 2e^{2ρ}/(1+e^ρ)²/σ²
+    reference, exact = [], []
+    for g in per_example:
+        quad, kl = 0.0, 0.0
+        for i in range(4):
+            grad_mu = np.mean([g[k][i] for k in range(samples)], axis=0)
+            sig = 1 / (1 + np.exp(-rho[i]))
+            grad_rho = np.mean([g[k][i] * eps[i][k] for k in range(samples)], axis=0) * sig
+            h_rho = 2 * np.exp(2 * rho[i]) / (1 + np.exp(rho[i])) ** 2 / sigma[i] ** 2
+            quad += np.sum(grad_mu**2 * sigma[i] ** 2 + grad_rho**2 / h_rho)
+            # the Newton step it approximates, and the exact KL it causes
+            new_mu = mu[i] - step * sigma[i] ** 2 * grad_mu
+            new_sigma = np.log1p(np.exp(rho[i] - step * grad_rho / h_rho))
+            ratio = (new_sigma / sigma[i]) ** 2
+            kl += 0.5 * np.sum(ratio - 1 - np.log(ratio) + (new_mu - mu[i]) ** 2 / sigma[i] ** 2)
+        reference.append(0.5 * step**2 * quad)
+        exact.append(kl)
+    np.testing.assert_allclose(gains, reference, rtol=1e-10)
+    np.testing.assert_allclose(gains, exact, rtol=1e-2)
+    assert all(torch.equal(t, m + s * e) for t, m, s, e in zip(
+        thetas, net.parameters(), opt.sampling_std(), noises))  # fmt: skip
+
+
+def test_information_gain_needs_the_vi_form():
+    net = make_net()
+    with pytest.raises(ValueError, match="VI form"):
+        pe.NoisyAdam(net.parameters()).information_gain([], [])
+    with pytest.raises(ValueError, match="VI form"):
+        pe.NoisyKFAC(net).kl_divergence_to_prior()
