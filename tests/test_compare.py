@@ -22,7 +22,7 @@ from rliable import metrics
 from agents.reporting.compare import main, method_colors, plot_comparison
 from agents.reporting.references import load_reference
 from agents.reporting.run_files import load_runs
-from agents.reporting.tasks import group_tasks
+from agents.reporting.task_scores import group_tasks
 from agents.runs.run_logger import RunLogger
 
 STEPS = list(range(10_000, 100_001, 10_000))

@@ -58,7 +58,7 @@ from .references import (
 )
 from .run_files import load_runs
 from .strategy_aggregates import AGGREGATE_DIR, BANDS, write_strategy_aggregates
-from .tasks import Task, group_tasks
+from .task_scores import Task, group_tasks
 
 #: The published table's early columns (``docs/decisions.md#published-curves``).
 DEFAULT_CHECKPOINTS = (50_000, 100_000, 200_000, 500_000, 1_000_000)

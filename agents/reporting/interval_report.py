@@ -27,7 +27,7 @@ from .intervals import (
     improvement_matrix,
     performance_profiles,
 )
-from .tasks import SCORES, Across, Task, across_tasks
+from .task_scores import SCORES, Across, Task, across_tasks
 
 ACROSS = "across tasks"
 #: Thresholds of a performance profile: this many, evenly spaced over the scores' range.
