@@ -74,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="native engine: run each update as one compiled graph (the default; compiles for "
         "seconds at the first update)",
     )
+    parser.add_argument(
+        "--bonus",
+        choices=["vime"],
+        help="a curiosity bonus on the reward: VIME's information gain (settings as "
+        "--set bonus.posterior=noisy-kfac etc., docs/vime.md); default none",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     grid = parser.add_argument_group("grids (several strategies or seeds)")
     grid.add_argument("--workers", type=int, help="runs in parallel (default 1)")
@@ -122,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 device=args.device,
                 engine=args.engine,
                 compile=args.compile,
+                bonus={"kind": args.bonus} if args.bonus else None,
             )
             # Seed-major: a grid stopped part-way has every strategy on the same seeds.
             for seed in _seeds(args.seed, args.seeds)

@@ -18,7 +18,7 @@ ALLOWED = {
     "engine": set(),
     "sb3": {"engine"},
     "curiosity": {"engine"},
-    "runs": {"engine", "sb3"},
+    "runs": {"engine", "sb3", "curiosity"},
     "reporting": {"engine", "runs"},
     "cli": {"engine", "runs", "reporting"},
     "__init__": {"engine", "runs"},

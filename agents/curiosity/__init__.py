@@ -9,6 +9,6 @@ brings it to Stable-Baselines3 (``VimeCallback`` for on-policy algorithms, TRPO 
 """
 
 from .config import POSTERIORS, VimeConfig, bonus_config
-from .vime import VimeBonus
+from .vime import VimeBonus, make_vime_bonus
 
-__all__ = ["POSTERIORS", "VimeBonus", "VimeConfig", "bonus_config"]
+__all__ = ["POSTERIORS", "VimeBonus", "VimeConfig", "bonus_config", "make_vime_bonus"]

@@ -18,7 +18,6 @@ task's own, without the bonus. The callback logs ``bonus/*`` and ``dynamics/*``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -31,32 +30,7 @@ from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from stable_baselines3.common.vec_env import VecNormalize
 
 from ..errors import ConfigError
-from .config import VimeConfig, bonus_config
-from .vime import VimeBonus
-
-Settings = Mapping[str, Any] | VimeConfig | None
-
-
-def _make_bonus(
-    settings: Settings,
-    observation_space: spaces.Space,
-    action_space: spaces.Space,
-    seed: int | None,
-) -> VimeBonus:
-    """A :class:`VimeBonus` for Box spaces; ``kind`` may be left out of ``settings``."""
-    if not isinstance(settings, VimeConfig):
-        settings = {"kind": "vime", **(settings or {})}
-    config = bonus_config(settings)
-    if config is None:
-        raise ConfigError("VIME needs bonus settings with kind: vime")
-    for name, space in (("observation", observation_space), ("action", action_space)):
-        if not isinstance(space, spaces.Box):
-            raise ConfigError(
-                f"VIME's dynamics model needs a Box {name} space, got {type(space).__name__}"
-            )
-    return VimeBonus(
-        config, int(np.prod(observation_space.shape)), int(np.prod(action_space.shape)), seed=seed
-    )
+from .vime import Settings, VimeBonus, make_vime_bonus
 
 
 class VimeReplayBuffer(ReplayBuffer):
@@ -81,7 +55,7 @@ class VimeReplayBuffer(ReplayBuffer):
             buffer_size, observation_space, action_space, device, n_envs,
             optimize_memory_usage, handle_timeout_termination,
         )  # fmt: skip
-        self.bonus = _make_bonus(vime, observation_space, action_space, seed)
+        self.bonus = make_vime_bonus(vime, observation_space, action_space, seed)
 
     def add(
         self,
@@ -132,7 +106,7 @@ class VimeCallback(BaseCallback):
     def _init_callback(self) -> None:
         self._on_policy = isinstance(self.model, OnPolicyAlgorithm)
         if self._on_policy:
-            self.bonus = _make_bonus(
+            self.bonus = make_vime_bonus(
                 self.settings, self.model.observation_space, self.model.action_space, self.seed
             )
             return

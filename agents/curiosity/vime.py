@@ -24,12 +24,16 @@ target. See ``docs/vime.md`` for how each learner uses it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
+from gymnasium import spaces
 from torch import Tensor
 
-from .config import VimeConfig
+from ..errors import ConfigError
+from .config import VimeConfig, bonus_config
 from .dynamics import BayesianDynamics
 from .pool import TransitionPool
 
@@ -205,24 +209,59 @@ class VimeBonus:
         return out
 
     # ------------------------------------------------------------------ persistence
-    def state_dict(self) -> dict:
-        """Everything to continue: model, posterior, pool, normalisation, RNG, counters."""
-        return {
+    def state_dict(self, include_pool: bool = True) -> dict:
+        """Everything to continue: model, posterior, normalisation, RNG, counters, and the
+        pool unless ``include_pool`` is false (a run saves it with its replay buffer)."""
+        state = {
             "dynamics": self.dynamics.state_dict(),
-            "pool": self.pool.state_dict(),
             "moments": [m.clone() for m in self.moments],
             "medians": list(self.normaliser.medians),
             "generator": self.generator.get_state(),
             "num_fits": self.num_fits,
             "steps_since_fit": self.steps_since_fit,
         }
+        if include_pool:
+            state["pool"] = self.pool.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.dynamics.load_state_dict(state["dynamics"])
-        self.pool.load_state_dict(state["pool"])
+        if "pool" in state:  # else the pool refills from the coming transitions
+            self.pool.load_state_dict(state["pool"])
         self.moments = tuple(m.to(self.device) for m in state["moments"])
         self.normaliser.medians.clear()
         self.normaliser.medians.extend(state["medians"])
         self.generator.set_state(state["generator"])
         self.num_fits = state["num_fits"]
         self.steps_since_fit = state["steps_since_fit"]
+
+
+Settings = Mapping[str, Any] | VimeConfig | None
+
+
+def make_vime_bonus(
+    settings: Settings,
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    seed: int | None,
+    device: torch.device | str = "cpu",
+) -> VimeBonus:
+    """A :class:`VimeBonus` for an env's Box spaces from a ``bonus:`` mapping (``kind`` may
+    be left out) or a :class:`VimeConfig`; one clear :class:`ConfigError` otherwise."""
+    if not isinstance(settings, VimeConfig):
+        settings = {"kind": "vime", **(settings or {})}
+    config = bonus_config(settings)
+    if config is None:
+        raise ConfigError("VIME needs bonus settings with kind: vime")
+    for name, space in (("observation", observation_space), ("action", action_space)):
+        if not isinstance(space, spaces.Box):
+            raise ConfigError(
+                f"VIME's dynamics model needs a Box {name} space, got {type(space).__name__}"
+            )
+    return VimeBonus(
+        config,
+        int(np.prod(observation_space.shape)),
+        int(np.prod(action_space.shape)),
+        seed=seed,
+        device=device,
+    )

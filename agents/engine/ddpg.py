@@ -44,7 +44,8 @@ from .compiled_update import CompilationError, CompiledUpdate
 from .config import DDPGConfig, strategy_layer_norm, upgrade_config_keys
 from .envs import env_id, make_env
 from .networks import Actor, Critic
-from .replay_buffer import ReplayBuffer
+from .replay_buffer import Batch, ReplayBuffer
+from .reward_bonus import RewardBonus
 from .strategies import make_action_noise, strategy_optimizer
 from .update import EagerUpdate, Learner, UpdateSettings
 
@@ -95,6 +96,7 @@ class DDPG:
         *,
         seed: int | None = None,
         device: str | torch.device = "auto",
+        bonus: RewardBonus | None = None,
         **overrides: Any,
     ) -> None:
         try:
@@ -157,6 +159,8 @@ class DDPG:
         self.action_noise = make_action_noise(
             cfg.strategy, action_space.shape[0], cfg.action_noise, self.generator
         )
+        #: A curiosity bonus added to replayed rewards (``agents.engine.reward_bonus``).
+        self.bonus = bonus
         self._action_low, self._action_high = action_space.low, action_space.high
         self._action_scale = (action_space.high - action_space.low) / 2
 
@@ -249,6 +253,10 @@ class DDPG:
         next_obs, reward, terminated, truncated, _ = self.env.step(action)
         self._check_finite(next_obs, reward)
         self.buffer.add(self._obs, action, float(reward), next_obs, terminated)
+        if self.bonus is not None:
+            self.bonus.add(self._obs, action, next_obs)
+            if self.bonus.due():
+                self.bonus.fit()
         self.num_timesteps += 1
         self._episode_return += float(reward)
         self._episode_length += 1
@@ -284,9 +292,22 @@ class DDPG:
         """Updates skipped so far because a loss or gradient was not finite."""
         return int(self.learner.skipped.item())
 
+    def replayed_batch(self) -> Batch:
+        """A minibatch from the replay buffer, its rewards plus the curiosity bonus if any.
+
+        The bonus is scored here, outside the compiled graph (rewards are the graph's input),
+        with the model as it is now: the buffer keeps the task's own rewards, so an old
+        transition's bonus falls as the model learns it (``docs/vime.md``).
+        """
+        batch = self.buffer.sample(self.config.batch_size, self.generator)
+        if self.bonus is None:
+            return batch
+        extra = self.bonus.intrinsic_rewards(batch.obs, batch.actions, batch.next_obs)
+        return batch._replace(rewards=batch.rewards + extra.reshape(batch.rewards.shape))
+
     def train_step(self) -> None:
         """One DDPG update (Alg. 1-2 lines 5-10) at the current weight sample."""
-        batch = self.buffer.sample(self.config.batch_size, self.generator)
+        batch = self.replayed_batch()
         if self._compile_pending:
             self._compile_pending = False
             self._compiled_update = self._make_compiled_update()
@@ -331,6 +352,10 @@ class DDPG:
             return {}
         return {"critic": critic / count, "actor": actor / count}
 
+    def bonus_statistics(self) -> dict[str, float]:
+        """The curiosity bonus's scalars since the last call, by tag (empty without one)."""
+        return {} if self.bonus is None else self.bonus.pop_statistics()
+
     def exploration_statistics(self) -> dict[str, float]:
         """The strategy's ``explore/*`` scalars: σ over all actor weights, and its own."""
         return self.actor_optimizer.exploration_statistics()
@@ -362,6 +387,8 @@ class DDPG:
         }
         if include_buffer:
             state["buffer"] = self.buffer.state_dict()
+        if self.bonus is not None:  # its pool only with the buffer, like it
+            state["bonus"] = self.bonus.state_dict(include_pool=include_buffer)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -380,6 +407,12 @@ class DDPG:
         self._obs = None  # a mid-episode state cannot be restored: start a new episode
         if "buffer" in state:
             self.buffer.load_state_dict(state["buffer"])
+        if (self.bonus is None) != ("bonus" not in state):
+            raise CheckpointError(
+                "the checkpoint and this run disagree on the curiosity bonus (one has none)"
+            )
+        if self.bonus is not None:
+            self.bonus.load_state_dict(state["bonus"])
         if self._compiled_update is not None:  # the optimizers hold new state tensors
             self._compiled_update.bind()
 
@@ -413,14 +446,22 @@ class DDPG:
             torch.save(self.state_dict(include_buffer), tmp)
 
     @classmethod
-    def load(cls, path: str | Path, env: str | gym.Env | None = None, device: str = "auto") -> DDPG:
-        """Rebuild an agent saved with :meth:`save` (on ``env``, or a new env of its id)."""
+    def load(
+        cls,
+        path: str | Path,
+        env: str | gym.Env | None = None,
+        device: str = "auto",
+        bonus: RewardBonus | None = None,
+    ) -> DDPG:
+        """Rebuild an agent saved with :meth:`save` (on ``env``, or a new env of its id;
+        with ``bonus``, a fresh bonus of the saved run's settings, whose state is loaded)."""
         state = read_checkpoint(path)
         agent = cls(
             env if env is not None else state["env_id"],
             DDPGConfig(**upgrade_config_keys(state["config"])),
             seed=state["seed"],
             device=device,
+            bonus=bonus,
         )
         agent.load_state_dict(state)
         return agent

@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
+from ..curiosity.config import bonus_config
 from ..engine.config import DDPGConfig, require, upgrade_config_keys
 from ..engine.strategies import strategy_optimizer
 from ..errors import ConfigError
@@ -30,6 +31,9 @@ class TrainConfig(DDPGConfig):
     """A training run: the agent's hyperparameters plus what, how long and where."""
 
     env: str = "HalfCheetah-v4"
+    #: A curiosity bonus added to the replayed rewards: {} for none, or VIME's settings
+    #: ``{kind: vime, posterior: bbb|noisy-adam|noisy-kfac, ...}`` (``docs/vime.md``).
+    bonus: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     total_steps: int = 3_000_000
     eval_every: int = 10_000
@@ -50,6 +54,8 @@ class TrainConfig(DDPGConfig):
 
     def validate(self) -> None:
         super().validate()
+        if bonus_config(self.bonus) is not None:  # one clear line for a bad setting
+            require(self.engine == "native", "a curiosity bonus runs on the native engine only")
         for key in ("total_steps", "eval_every", "eval_episodes", "checkpoint_every", "log_every"):
             require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
         require(

@@ -25,7 +25,8 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
-from ..engine.ddpg import DDPG, Callback
+from ..curiosity import VimeBonus, bonus_config, make_vime_bonus
+from ..engine.ddpg import DDPG, Callback, resolve_device
 from ..engine.envs import make_env
 from ..engine.evaluation import evaluate_together
 from ..errors import ConfigError, NonFiniteDataError
@@ -36,6 +37,8 @@ from .run_logger import EVAL_CSV, RunLogger, read_eval_csv, write_comparison_lay
 CHECKPOINT_DIR = "checkpoints"
 #: Offset between the training seed and the evaluation episodes' seeds.
 EVAL_SEED_OFFSET = 1_000_000
+#: Offset between the training seed and the curiosity bonus's own generator's seed.
+BONUS_SEED_OFFSET = 2_000_000
 #: Keys that may differ between a run's saved config and the command resuming it.
 RESUMABLE_CHANGES = {"total_steps", "device", "logdir", "eval_episodes", "compile"}
 
@@ -51,6 +54,7 @@ class RunnableAgent(Protocol):
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray: ...
     def pop_losses(self) -> dict[str, float]: ...
     def exploration_statistics(self) -> dict[str, float]: ...
+    def bonus_statistics(self) -> dict[str, float]: ...
     @property
     def skipped_updates(self) -> int: ...
     def save(self, path: str | Path, include_buffer: bool = False) -> None: ...
@@ -114,6 +118,8 @@ class RunCallback(Callback):
         self.logger.scalar("time/steps_per_second", speed, step)
         for name, value in agent.pop_losses().items():
             self.logger.scalar(f"loss/{name}", value, step)
+        for tag, value in agent.bonus_statistics().items():
+            self.logger.scalar(tag, value, step)
         for name, value in agent.exploration_statistics().items():
             self.logger.scalar(f"explore/{name}", value, step)
         skipped = agent.skipped_updates
@@ -235,4 +241,21 @@ def make_agent(config: TrainConfig, env: gym.Env | None = None) -> RunnableAgent
     env = env if env is not None else make_env(config.env)
     if config.engine == "sb3":
         return SB3Agent(env, config.agent_config(), seed=config.seed, device=config.device)
-    return DDPG(env, config.agent_config(), seed=config.seed, device=config.device)
+    return DDPG(
+        env,
+        config.agent_config(),
+        seed=config.seed,
+        device=config.device,
+        bonus=make_bonus(config, env),
+    )
+
+
+def make_bonus(config: TrainConfig, env: gym.Env) -> VimeBonus | None:
+    """The run's curiosity bonus (``bonus:`` settings), on its own generator, or None."""
+    if bonus_config(config.bonus) is None:
+        return None
+    seed = config.seed + BONUS_SEED_OFFSET
+    device = resolve_device(config.device)
+    return make_vime_bonus(
+        config.bonus, env.observation_space, env.action_space, seed=seed, device=device
+    )

@@ -123,6 +123,10 @@ class SB3Agent:
         names = {"critic": "train/critic_loss", "actor": "train/actor_loss"}
         return {k: float(values[v]) for k, v in names.items() if v in values}
 
+    def bonus_statistics(self) -> dict[str, float]:
+        """No curiosity bonus runs on this engine yet (the run's config refuses one)."""
+        return {}
+
     def exploration_statistics(self) -> dict[str, float]:
         return self.model.policy.exploration_statistics()
 
