@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +30,9 @@ class TrainConfig(DDPGConfig):
     """A training run: the agent's hyperparameters plus what, how long and where."""
 
     env: str = "HalfCheetah-v4"
+    #: The env's own settings, passed to ``gym.make`` (e.g. ``max_episode_steps``, or
+    #: ``frame_skip`` of ``SparseHalfCheetah-v5``); one it refuses is a ConfigError.
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     total_steps: int = 3_000_000
     eval_every: int = 10_000
