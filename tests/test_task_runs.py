@@ -4,6 +4,9 @@ coverage from the training env, and one clear line for a task setting the env re
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -11,6 +14,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from agents import DDPG
 from agents.engine.evaluation import evaluate_together, success_rate
+from agents.reporting.compare import main as compare_runs
+from agents.runs.config import resolve_config
 from agents.runs.run_logger import RunLogger, read_eval_csv
 from agents.tasks import TASKS
 
@@ -74,6 +79,29 @@ def test_eval_csv_gets_the_success_column_and_keeps_it_on_resume(tmp_path):
     assert "success_rate" not in (tmp_path / "plain" / "eval.csv").read_text()
 
 
+def test_the_success_column_is_filled_in_every_row_or_absent(tmp_path):
+    """An empty cell would make the file unreadable for ``compare_runs``: rows without a
+    success rate (an older run resumed; an evaluation without one) keep the column out,
+    while TensorBoard keeps every value that was measured."""
+    older = RunLogger(tmp_path / "older")  # written before success was measured
+    older.evaluation(1000, 0.0, 0.0, 4, 1.0)
+    older.close()
+    resumed = RunLogger(tmp_path / "older", resume_step=1000)
+    resumed.evaluation(2000, 1.0, 0.0, 4, 2.0, success_rate=0.5)
+    resumed.close()
+    dropped = RunLogger(tmp_path / "dropped")
+    dropped.evaluation(1000, 0.0, 0.0, 4, 1.0, success_rate=0.25)
+    dropped.evaluation(2000, 1.0, 0.0, 4, 2.0)
+    dropped.close()
+    for name in ("older", "dropped"):
+        lines = (tmp_path / name / "eval.csv").read_text().splitlines()
+        assert lines[0] == "step,mean_return,std_return,episodes,wall_time", name
+        assert [line.count(",") for line in lines[1:]] == [4, 4], name
+    acc = EventAccumulator(str(tmp_path / "older"), size_guidance={"scalars": 0})
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("eval/success_rate")] == [0.5]
+
+
 def test_the_native_agent_reports_its_training_env_coverage_per_window():
     agent = DDPG(
         "SparseMountainCar-v0",
@@ -135,3 +163,47 @@ def test_a_bad_task_setting_gives_one_clear_line(tmp_path, case, train_agent):
     args, message = BAD_SETTINGS[case]
     assert message in error_line(train_agent("--steps", "1", *args, cwd=tmp_path))
     assert not (tmp_path / "runs").exists()  # nothing was started
+
+
+STUDY = ["adam-plain", "gaussian-action", "ou-action", "param-noise", "vadam", "noisy-adam"]
+
+
+def test_the_sparse_study_file_configures_every_strategy_of_the_study():
+    path = Path(__file__).resolve().parents[1] / "configs" / "sparse-study.yaml"
+    configs = {s: resolve_config(s, path, env="SparseMountainCar-v0") for s in STUDY}
+    for config in configs.values():
+        assert (config.hidden_sizes, config.tau, config.layer_norm) == ([64, 64], 0.01, True)
+        assert (config.eval_every, config.eval_episodes) == (10_000, 20)
+    assert configs["gaussian-action"].action_noise == {"sigma": 0.6}
+    assert configs["ou-action"].action_noise == {"sigma": 0.6, "theta": 0.15, "dt": 0.01}
+    kwargs = configs["param-noise"].optimizer_kwargs
+    assert (kwargs["initial_std"], kwargs["target_distance"]) == (0.6, 0.6)
+    assert configs["vadam"].optimizer_kwargs == resolve_config("vadam").optimizer_kwargs
+
+
+def test_compare_runs_scores_real_runs_of_a_sparse_task_by_success_rate(
+    tmp_path, train_agent, capsys
+):
+    """``compare_runs`` reads an empty ``success_rate`` cell as a damaged file: two real runs
+    of a sparse task (no updates: what is written is under test, not learning) fill every
+    row, and the comparison scores the task by their success rates."""
+    for seed in ("0", "1"):
+        result = train_agent(
+            "--env", "SparseDoublePendulum-v0", "--opt", "param-noise", "--seed", seed,
+            "--steps", "2000", *TINY, "--set", "learning_starts=2000", cwd=tmp_path,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+    runs = tmp_path / "out" / "SparseDoublePendulum-v0"
+    rows = [read_eval_csv(runs / "param-noise" / f"seed{s}" / "eval.csv") for s in (0, 1)]
+    assert all(len(r) == 2 and all("success_rate" in row for row in r) for r in rows)
+
+    report = tmp_path / "report"
+    assert compare_runs([str(runs), "--out", str(report), "--reps", "50"]) == 0
+    assert "error" not in capsys.readouterr().err
+    with open(report / "intervals.csv", newline="") as f:
+        scores = {
+            (r["scope"], r["method"], r["score"], r["statistic"]): r for r in csv.DictReader(f)
+        }
+    final = scores["SparseDoublePendulum-v0", "param-noise", "final", "mean"]
+    assert final["unit"] == "success rate"
+    assert float(final["point"]) == pytest.approx(np.mean([r[-1]["success_rate"] for r in rows]))

@@ -31,7 +31,8 @@ from ..engine.checkpoints import atomic_write
 
 EVAL_CSV = "eval.csv"
 EVAL_FIELDS = ["step", "mean_return", "std_return", "episodes", "wall_time"]
-#: The fraction of test episodes that succeeded, a column for tasks that define success.
+#: The fraction of test episodes that succeeded, a column for tasks that define success:
+#: filled in every row of the file or absent from it.
 SUCCESS_FIELD = "success_rate"
 
 
@@ -81,9 +82,7 @@ def read_eval_csv(path: str | Path) -> list[dict[str, float]]:
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     ints = ("step", "episodes")
-    return [
-        {k: int(v) if k in ints else float(v) for k, v in row.items() if v != ""} for row in rows
-    ]
+    return [{k: int(v) if k in ints else float(v) for k, v in row.items()} for row in rows]
 
 
 def _csv_fields(path: Path) -> list[str]:
@@ -98,6 +97,9 @@ class RunLogger:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.run_dir / EVAL_CSV
+        # The success column is in the file iff every row has a value (compare_runs reads
+        # an empty cell as a damaged file): it is decided by the first row, dropped if an
+        # evaluation has no success rate after all, and never added under rows without one.
         self.fields = list(EVAL_FIELDS)
         if resume_step is None or not self.csv_path.exists():
             # A start from scratch: an earlier attempt's results go (a run killed before
@@ -115,7 +117,7 @@ class RunLogger:
 
     def _rewrite_csv(self, rows: list[dict[str, float]]) -> None:
         with atomic_write(self.csv_path) as tmp, open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=self.fields)
+            writer = csv.DictWriter(f, fieldnames=self.fields, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(rows)
 
@@ -143,14 +145,26 @@ class RunLogger:
         if success_rate is not None:
             self.scalar("eval/success_rate", success_rate, step)
             row[SUCCESS_FIELD] = success_rate
-            if SUCCESS_FIELD not in self.fields:  # the first evaluation of such a task
-                self.fields.append(SUCCESS_FIELD)
-                self._rewrite_csv(read_eval_csv(self.csv_path))
+        self._match_success_column(success_rate is not None)
         with open(self.csv_path, "a", newline="") as f:
-            csv.DictWriter(f, fieldnames=self.fields).writerow(row)
+            csv.DictWriter(f, fieldnames=self.fields, extrasaction="ignore").writerow(row)
             f.flush()
             os.fsync(f.fileno())
         self.writer.flush()
+
+    def _match_success_column(self, has_success: bool) -> None:
+        """Keep the success column only while every row, the next one included, fills it."""
+        with_column = SUCCESS_FIELD in self.fields
+        if has_success == with_column:
+            return
+        rows = read_eval_csv(self.csv_path)
+        if with_column:  # e.g. resumed with settings whose episodes report no success
+            self.fields.remove(SUCCESS_FIELD)
+        elif not rows:  # the first evaluation of a task that defines success
+            self.fields.append(SUCCESS_FIELD)
+        else:  # rows written without it (a run resumed from an older version): not added
+            return
+        self._rewrite_csv(rows)
 
     def close(self) -> None:
         self.writer.close()
