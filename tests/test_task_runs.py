@@ -207,3 +207,15 @@ def test_compare_runs_scores_real_runs_of_a_sparse_task_by_success_rate(
     final = scores["SparseDoublePendulum-v0", "param-noise", "final", "mean"]
     assert final["unit"] == "success rate"
     assert float(final["point"]) == pytest.approx(np.mean([r[-1]["success_rate"] for r in rows]))
+
+
+def test_a_run_shorter_than_eval_every_is_evaluated_at_its_end(tmp_path, train_agent):
+    """``--steps 300`` with the default ``eval_every`` (10 000) still reports its return and
+    success rate, once, at step 300."""
+    args = ["--env", "SparseDoublePendulum-v0", "--opt", "param-noise", "--steps", "300",
+            "--eval-episodes", "1", "--set", "hidden_sizes=[8,8]", "--set",
+            "learning_starts=300", "--no-compile", "--no-progress", "--logdir", "out"]  # fmt: skip
+    assert train_agent(*args, cwd=tmp_path).returncode == 0
+    run_dir = tmp_path / "out" / "SparseDoublePendulum-v0" / "param-noise" / "seed0"
+    rows = read_eval_csv(run_dir / "eval.csv")
+    assert [r["step"] for r in rows] == [300] and "success_rate" in rows[0]

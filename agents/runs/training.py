@@ -97,7 +97,9 @@ class RunCallback(Callback):
         cfg = self.config
         if step % cfg.log_every == 0:
             self._log_scalars(agent, step)
-        if step % cfg.eval_every == 0:
+        # Every eval_every steps, and at the end of a run whose length the schedule misses
+        # (a short run, e.g. --steps 2000, still reports its return and success rate).
+        if step % cfg.eval_every == 0 or step == cfg.total_steps:
             self._evaluate(agent, step)
         if step % cfg.checkpoint_every == 0:
             self._checkpoint_due = True
@@ -170,10 +172,11 @@ def _check_resumable(saved: TrainConfig, requested: TrainConfig, run_dir: Path) 
 
 
 def _evaluated_to_the_end(run_dir: Path, config: TrainConfig) -> bool:
-    """Whether ``eval.csv`` holds the run's last scheduled evaluation."""
+    """Whether ``eval.csv`` holds the run's last scheduled evaluation (or, for a run
+    shorter than ``eval_every``, the one at its end)."""
     csv_path = run_dir / EVAL_CSV
-    last = config.total_steps // config.eval_every * config.eval_every
-    if last == 0 or not csv_path.exists():
+    last = config.total_steps // config.eval_every * config.eval_every or config.total_steps
+    if not csv_path.exists():
         return False
     return any(row["step"] >= last for row in read_eval_csv(csv_path))
 
