@@ -1,4 +1,7 @@
-"""agents: a DDPG agent whose actor explores through ``param_explore`` optimizers."""
+"""agents: a DDPG agent whose actor explores through ``param_explore`` optimizers.
+
+Importing it registers the sparse-reward tasks of :mod:`agents.tasks` with gymnasium.
+"""
 
 from .engine.config import DDPGConfig
 from .engine.ddpg import DDPG, Callback
@@ -6,6 +9,7 @@ from .engine.evaluation import evaluate, evaluate_together
 from .errors import ConfigError
 from .runs.config import TrainConfig, resolve_config
 from .runs.training import train
+from .tasks import register_tasks
 
 __all__ = [
     "DDPG",
@@ -15,6 +19,7 @@ __all__ = [
     "TrainConfig",
     "evaluate",
     "evaluate_together",
+    "register_tasks",
     "resolve_config",
     "train",
 ]

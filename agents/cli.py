@@ -16,9 +16,9 @@ from pathlib import Path
 from .engine.strategies import available_strategies
 from .errors import ConfigError
 from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
-from .runs.config import resolve_config
+from .runs.config import TrainConfig, resolve_config
 from .runs.grid import RunOutcome, run_grid
-from .runs.training import train
+from .runs.training import make_task_env, train
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = train(configs[0], resume=args.resume, progress=not args.no_progress)
             print(f"run directory: {run_dir}")
             return 0
+        _check_envs(configs)
         return _grid(configs, args)
     except ConfigError as err:
         parser.exit(2, f"train_agent: error: {err}\n")
@@ -147,6 +148,16 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+
+
+def _check_envs(configs: list[TrainConfig]) -> None:
+    """Make every distinct env of a grid once: an unknown id or a setting the env refuses
+    stops the grid with one line, before any run starts."""
+    checked: list[tuple[str, dict]] = []
+    for config in configs:
+        if (config.env, config.env_kwargs) not in checked:
+            make_task_env(config).close()
+            checked.append((config.env, config.env_kwargs))
 
 
 def _grid(configs: list, args: argparse.Namespace) -> int:

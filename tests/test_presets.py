@@ -13,6 +13,7 @@ from agents.engine.strategies import (
     available_strategies,
     strategy_optimizer,
 )
+from agents.errors import ConfigError
 from agents.runs.config import (
     TrainConfig,
     load_run_config,
@@ -65,3 +66,31 @@ def test_runs_compile_by_default_on_the_native_engine_only():
     assert resolve_config(engine="sb3").agent_config().compile is False
     assert resolve_config(compile=False).agent_config().compile is False
     assert DDPGConfig().compile is False  # the Python API: eager unless asked
+
+
+def test_a_config_file_holds_values_for_one_strategy_each(tmp_path):
+    """A study runs every strategy in one grid, some with settings of their own."""
+    path = tmp_path / "study.yaml"
+    path.write_text(
+        "tau: 0.01\n"
+        "strategies:\n"
+        "  gaussian-action: {action_noise: {sigma: 0.6}}\n"
+        "  param-noise: {optimizer_kwargs: {target_distance: 0.6}}\n"
+    )
+    gaussian = resolve_config(strategy="gaussian-action", config_file=path)
+    assert gaussian.tau == 0.01 and gaussian.action_noise == {"sigma": 0.6}
+    noise = resolve_config(strategy="param-noise", config_file=path)
+    assert noise.optimizer_kwargs["target_distance"] == 0.6
+    assert noise.optimizer_kwargs["initial_std"] == 0.2  # the preset's other values stay
+    vadam = resolve_config(strategy="vadam", config_file=path)
+    assert vadam.tau == 0.01 and vadam.action_noise == {}
+    wins = resolve_config("gaussian-action", path, ["action_noise.sigma=0.3"])
+    assert wins.action_noise == {"sigma": 0.3}  # --set still overrides the file
+    for section, message in [
+        ("  adamw: {tau: 0.1}\n", "strategies in .*: unknown optimizer 'adamw'"),
+        ("  vadam: {taus: 0.1}\n", r"unknown config key 'taus' in .* \(strategies.vadam\)"),
+        ("  vadam: 3\n", "strategies.vadam in .* must map config keys"),
+    ]:
+        path.write_text("strategies:\n" + section)
+        with pytest.raises(ConfigError, match=message):
+            resolve_config(strategy="vadam", config_file=path)

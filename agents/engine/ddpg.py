@@ -42,7 +42,7 @@ from ..errors import CheckpointError, ConfigError, NonFiniteDataError
 from .checkpoints import atomic_write, read_checkpoint
 from .compiled_update import CompilationError, CompiledUpdate
 from .config import DDPGConfig, strategy_layer_norm, upgrade_config_keys
-from .envs import env_id, make_env
+from .envs import coverage_statistics, env_id, make_env
 from .networks import Actor, Critic
 from .replay_buffer import Batch, ReplayBuffer
 from .reward_bonus import RewardBonus
@@ -357,8 +357,9 @@ class DDPG:
         return {} if self.bonus is None else self.bonus.pop_statistics()
 
     def exploration_statistics(self) -> dict[str, float]:
-        """The strategy's ``explore/*`` scalars: σ over all actor weights, and its own."""
-        return self.actor_optimizer.exploration_statistics()
+        """The ``explore/*`` scalars: the strategy's (σ over all actor weights, and its
+        own), and the coverage the training env reports since the last call, if any."""
+        return {**self.actor_optimizer.exploration_statistics(), **coverage_statistics(self.env)}
 
     # ----------------------------------------------------------------- persistence
     def state_dict(self, include_buffer: bool = False) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 
@@ -9,21 +11,44 @@ from ..errors import ConfigError
 from .mujoco_warnings import show_mujoco_warnings_once
 
 
-def make_env(env: str | gym.Env) -> gym.Env:
+def make_env(env: str | gym.Env, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
     """A gymnasium env from an id (or the env itself), checked for continuous spaces.
 
-    MuJoCo's warnings are shown once per process from the first env built on
+    ``env_kwargs`` go to ``gym.make`` (the env's own settings, or ``max_episode_steps``);
+    one the env does not take, or a value it refuses, is a :class:`ConfigError`. MuJoCo's
+    warnings are shown once per process from the first env built on
     (:mod:`agents.engine.mujoco_warnings`); gymnasium shows its own deprecation of an old
     env version once per process already.
     """
     show_mujoco_warnings_once()
     if isinstance(env, str):
+        env_kwargs = env_kwargs or {}
         try:
-            env = gym.make(env)
+            env = gym.make(env, **env_kwargs)
         except gym.error.Error as err:
+            if env_kwargs and env in gym.registry:
+                raise ConfigError(f"{env} refuses env_kwargs {env_kwargs}: {err}") from None
             raise ConfigError(f"unknown environment {env!r}: {err}") from None
+        except (TypeError, ValueError) as err:
+            if not env_kwargs:  # not the user's settings: a bug, with its traceback
+                raise
+            raise ConfigError(f"{env} refuses env_kwargs {env_kwargs}: {err}") from None
     check_spaces(env)
     return env
+
+
+def coverage_statistics(env: gym.Env) -> dict[str, float]:
+    """The coverage of its state space ``env`` reports, {} if it reports none.
+
+    A task reports it through ``pop_coverage() -> dict[str, float]`` on the env or one of
+    its wrappers: named quantities (e.g. the furthest position reached) over the steps
+    since the last call (``agents.tasks``), which the agent logs as ``explore/<name>``.
+    """
+    try:
+        pop_coverage = env.get_wrapper_attr("pop_coverage")
+    except AttributeError:
+        return {}
+    return dict(pop_coverage())
 
 
 def check_spaces(env: gym.Env) -> None:

@@ -6,6 +6,10 @@ and ``configs/<strategy>.yaml`` holds each strategy's Table 3 preset; a test kee
 YAML and these dataclasses equal. A run's config is resolved in layers:
 
     dataclass defaults ← configs/<strategy>.yaml ← --config FILE ← --set k=v ← CLI flags
+
+A ``--config`` file may hold a ``strategies:`` mapping of strategy name → values that apply
+to that strategy only, after the file's other values (e.g. a study's action-noise scale for
+the action-noise baselines, so that one grid runs every strategy with its own setting).
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ class TrainConfig(DDPGConfig):
     """A training run: the agent's hyperparameters plus what, how long and where."""
 
     env: str = "HalfCheetah-v4"
+    #: The env's own settings, passed to ``gym.make`` (e.g. ``max_episode_steps``, or
+    #: ``frame_skip`` of ``SparseHalfCheetah-v5``); one it refuses is a ConfigError.
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
     #: A curiosity bonus added to the replayed rewards: {} for none, or VIME's settings
     #: ``{kind: vime, posterior: bbb|noisy-adam|noisy-kfac, ...}`` (``docs/vime.md``).
     bonus: dict[str, Any] = field(default_factory=dict)
@@ -158,6 +165,22 @@ def _check_keys(values: dict[str, Any], source: str) -> None:
             raise ConfigError(f"unknown config key {key!r} in {source}{hint}")
 
 
+def _strategy_values(values: Any, source: str) -> dict[str, dict[str, Any]]:
+    """A config file's ``strategies:`` section, checked: known strategies, known keys."""
+    require(isinstance(values, dict), f"strategies in {source} must map strategies to values")
+    for name, overrides in values.items():
+        try:
+            strategy_optimizer(name)
+        except ValueError as err:
+            raise ConfigError(f"strategies in {source}: {err}") from None
+        require(
+            isinstance(overrides, dict) and "strategy" not in overrides,
+            f"strategies.{name} in {source} must map config keys (other than strategy) to values",
+        )
+        _check_keys(overrides, f"{source} (strategies.{name})")
+    return values
+
+
 def resolve_config(
     strategy: str | None = None,
     config_file: str | Path | None = None,
@@ -169,6 +192,7 @@ def resolve_config(
     ``flags`` are the explicit command-line values (``None`` means not given).
     """
     file_values = load_yaml(config_file) if config_file is not None else {}
+    per_strategy = _strategy_values(file_values.pop("strategies", {}), str(config_file))
     _check_keys(file_values, str(config_file))
     set_values = parse_set_options(set_options or [])
     _check_keys(set_values, "--set")
@@ -189,7 +213,8 @@ def resolve_config(
     _check_keys(preset, f"preset {name}")
 
     values = dataclasses.asdict(TrainConfig())
-    for layer in (preset, file_values, set_values, flag_values, {"strategy": name}):
+    layers = (preset, file_values, per_strategy.get(name, {}), set_values, flag_values)
+    for layer in (*layers, {"strategy": name}):
         values = _merge(values, layer)
     config = TrainConfig(**values)
     config.validate()

@@ -3,9 +3,11 @@
 Tags are stable so that ``tensorboard --logdir runs/<env>`` overlays strategies:
 
     eval/mean_return, eval/std_return           every ``eval_every`` steps
+    eval/success_rate                           tasks that define success (is_success)
     train/episode_return, train/episode_length   every training episode
     explore/sigma_mean, _min, _max               σ over all actor weights
     explore/clamped_fraction                     Explore strategies: precisions at the floor
+    explore/<quantity>_max, _min                 tasks that report coverage (agents.tasks)
     loss/critic, loss/actor                      means over the last ``log_every`` steps
     time/steps_per_second                        training throughput (evaluation excluded)
     time/eval_seconds                            wall time of each evaluation
@@ -29,6 +31,9 @@ from ..engine.checkpoints import atomic_write
 
 EVAL_CSV = "eval.csv"
 EVAL_FIELDS = ["step", "mean_return", "std_return", "episodes", "wall_time"]
+#: The fraction of test episodes that succeeded, a column for tasks that define success:
+#: filled in every row of the file or absent from it.
+SUCCESS_FIELD = "success_rate"
 
 
 # TensorBoard's *Custom Scalars* tab of an env directory (``runs/<env>``): every run's own
@@ -80,6 +85,11 @@ def read_eval_csv(path: str | Path) -> list[dict[str, float]]:
     return [{k: int(v) if k in ints else float(v) for k, v in row.items()} for row in rows]
 
 
+def _csv_fields(path: Path) -> list[str]:
+    with open(path, newline="") as f:
+        return next(csv.reader(f), [])
+
+
 class RunLogger:
     """Writes one run's TensorBoard events and ``eval.csv``."""
 
@@ -87,6 +97,10 @@ class RunLogger:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.run_dir / EVAL_CSV
+        # The success column is in the file iff every row has a value (compare_runs reads
+        # an empty cell as a damaged file): it is decided by the first row, dropped if an
+        # evaluation has no success rate after all, and never added under rows without one.
+        self.fields = list(EVAL_FIELDS)
         if resume_step is None or not self.csv_path.exists():
             # A start from scratch: an earlier attempt's results go (a run killed before
             # its first checkpoint), so TensorBoard never shows a step twice.
@@ -94,6 +108,8 @@ class RunLogger:
             for path in self.run_dir.glob("events.out.tfevents.*"):
                 path.unlink()
         else:
+            if SUCCESS_FIELD in _csv_fields(self.csv_path):
+                self.fields.append(SUCCESS_FIELD)
             kept = [row for row in read_eval_csv(self.csv_path) if row["step"] <= resume_step]
             self._rewrite_csv(kept)
         purge = None if resume_step is None else resume_step + 1
@@ -101,7 +117,7 @@ class RunLogger:
 
     def _rewrite_csv(self, rows: list[dict[str, float]]) -> None:
         with atomic_write(self.csv_path) as tmp, open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=EVAL_FIELDS)
+            writer = csv.DictWriter(f, fieldnames=self.fields, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(rows)
 
@@ -109,7 +125,13 @@ class RunLogger:
         self.writer.add_scalar(tag, value, step)
 
     def evaluation(
-        self, step: int, mean_return: float, std_return: float, episodes: int, wall_time: float
+        self,
+        step: int,
+        mean_return: float,
+        std_return: float,
+        episodes: int,
+        wall_time: float,
+        success_rate: float | None = None,
     ) -> None:
         self.scalar("eval/mean_return", mean_return, step)
         self.scalar("eval/std_return", std_return, step)
@@ -120,11 +142,29 @@ class RunLogger:
             episodes=episodes,
             wall_time=round(wall_time, 3),
         )
+        if success_rate is not None:
+            self.scalar("eval/success_rate", success_rate, step)
+            row[SUCCESS_FIELD] = success_rate
+        self._match_success_column(success_rate is not None)
         with open(self.csv_path, "a", newline="") as f:
-            csv.DictWriter(f, fieldnames=EVAL_FIELDS).writerow(row)
+            csv.DictWriter(f, fieldnames=self.fields, extrasaction="ignore").writerow(row)
             f.flush()
             os.fsync(f.fileno())
         self.writer.flush()
+
+    def _match_success_column(self, has_success: bool) -> None:
+        """Keep the success column only while every row, the next one included, fills it."""
+        with_column = SUCCESS_FIELD in self.fields
+        if has_success == with_column:
+            return
+        rows = read_eval_csv(self.csv_path)
+        if with_column:  # e.g. resumed with settings whose episodes report no success
+            self.fields.remove(SUCCESS_FIELD)
+        elif not rows:  # the first evaluation of a task that defines success
+            self.fields.append(SUCCESS_FIELD)
+        else:  # rows written without it (a run resumed from an older version): not added
+            return
+        self._rewrite_csv(rows)
 
     def close(self) -> None:
         self.writer.close()

@@ -28,9 +28,10 @@ from tqdm import tqdm
 from ..curiosity import VimeBonus, bonus_config, make_vime_bonus
 from ..engine.ddpg import DDPG, Callback, resolve_device
 from ..engine.envs import make_env
-from ..engine.evaluation import evaluate_together
+from ..engine.evaluation import evaluate_together, success_rate
 from ..errors import ConfigError, NonFiniteDataError
 from ..sb3.agent import SB3Agent
+from ..tasks import with_task_report
 from .config import TrainConfig, load_run_config, save_config
 from .run_logger import EVAL_CSV, RunLogger, read_eval_csv, write_comparison_layout
 
@@ -71,7 +72,7 @@ class RunCallback(Callback):
         self.checkpoint_path = checkpoint_path
         self.logger = logger
         # One env per test episode: the episodes of an evaluation step together.
-        self.eval_envs = [make_env(config.env) for _ in range(config.eval_episodes)]
+        self.eval_envs = [make_task_env(config) for _ in range(config.eval_episodes)]
         self.last_eval: float | None = None
         self.bar = tqdm(
             total=config.total_steps,
@@ -100,7 +101,9 @@ class RunCallback(Callback):
         cfg = self.config
         if step % cfg.log_every == 0:
             self._log_scalars(agent, step)
-        if step % cfg.eval_every == 0:
+        # Every eval_every steps, and at the end of a run whose length the schedule misses
+        # (a short run, e.g. --steps 2000, still reports its return and success rate).
+        if step % cfg.eval_every == 0 or step == cfg.total_steps:
             self._evaluate(agent, step)
         if step % cfg.checkpoint_every == 0:
             self._checkpoint_due = True
@@ -138,13 +141,15 @@ class RunCallback(Callback):
     def _evaluate(self, agent: RunnableAgent, step: int) -> None:
         started = time.perf_counter()
         seed = self.config.seed + EVAL_SEED_OFFSET
-        mean, std = evaluate_together(agent, self.eval_envs, seed=seed)
-        self.logger.evaluation(step, mean, std, self.config.eval_episodes, time.time())
+        final_infos: list[dict] = []
+        mean, std = evaluate_together(agent, self.eval_envs, seed=seed, final_infos=final_infos)
+        success = success_rate(final_infos)
+        episodes = self.config.eval_episodes
+        self.logger.evaluation(step, mean, std, episodes, time.time(), success_rate=success)
         self.logger.scalar("time/eval_seconds", time.perf_counter() - started, step)
         self.last_eval = mean
-        self._write(
-            f"step {step}: eval return {mean:.1f} ± {std:.1f} ({self.config.eval_episodes} ep)"
-        )
+        succeeded = "" if success is None else f", success {success:.0%}"
+        self._write(f"step {step}: eval return {mean:.1f} ± {std:.1f} ({episodes} ep{succeeded})")
         # Evaluation time is not training time: restart the throughput clock.
         self._clock += time.perf_counter() - started
 
@@ -173,10 +178,11 @@ def _check_resumable(saved: TrainConfig, requested: TrainConfig, run_dir: Path) 
 
 
 def _evaluated_to_the_end(run_dir: Path, config: TrainConfig) -> bool:
-    """Whether ``eval.csv`` holds the run's last scheduled evaluation."""
+    """Whether ``eval.csv`` holds the run's last scheduled evaluation (or, for a run
+    shorter than ``eval_every``, the one at its end)."""
     csv_path = run_dir / EVAL_CSV
-    last = config.total_steps // config.eval_every * config.eval_every
-    if last == 0 or not csv_path.exists():
+    last = config.total_steps // config.eval_every * config.eval_every or config.total_steps
+    if not csv_path.exists():
         return False
     return any(row["step"] >= last for row in read_eval_csv(csv_path))
 
@@ -236,9 +242,15 @@ def train(
     return run_dir
 
 
+def make_task_env(config: TrainConfig) -> gym.Env:
+    """The run's env: ``config.env`` with ``config.env_kwargs``, reporting its task's
+    success and coverage (:mod:`agents.tasks`)."""
+    return with_task_report(make_env(config.env, config.env_kwargs))
+
+
 def make_agent(config: TrainConfig, env: gym.Env | None = None) -> RunnableAgent:
     """The engine ``config.engine`` names, configured by ``config``."""
-    env = env if env is not None else make_env(config.env)
+    env = env if env is not None else make_task_env(config)
     if config.engine == "sb3":
         return SB3Agent(env, config.agent_config(), seed=config.seed, device=config.device)
     return DDPG(

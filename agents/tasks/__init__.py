@@ -1,0 +1,32 @@
+"""Sparse-reward tasks where exploration decides the outcome, and what every task reports.
+
+Importing :mod:`agents` registers ``SparseMountainCar-v0``, ``SparseCartpoleSwingup-v0``,
+``SparseDoublePendulum-v0`` and ``SparseHalfCheetah-v5`` with gymnasium: the tasks of VIME
+(Houthooft et al. 2016, released code ``openai/vime`` ``envs/``) that Plappert et al. 2018
+used for parameter noise, on gymnasium's simulators (``docs/decisions.md#sparse-tasks``).
+Each reports success as ``info["is_success"]`` and the coverage of its state space through
+``pop_coverage()`` (:mod:`agents.tasks.report`); :func:`with_task_report` gives
+gymnasium's own ``MountainCarContinuous-v0`` the same reports, its task unchanged.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from .mountain_car import MountainCarGoalReport
+from .registration import HORIZON, TASKS, register_tasks
+
+#: gymnasium's tasks in the suite, unchanged but for the reports these wrappers add.
+REPORTED = {"MountainCarContinuous-v0": MountainCarGoalReport}
+
+
+def with_task_report(env: gym.Env) -> gym.Env:
+    """``env`` with its task's success and coverage reports (the sparse tasks report
+    themselves; gymnasium's tasks in :data:`REPORTED` get a wrapper; others stay as they are)."""
+    wrapper = REPORTED.get(env.spec.id) if env.spec is not None else None
+    return wrapper(env) if wrapper is not None else env
+
+
+register_tasks()
+
+__all__ = ["HORIZON", "REPORTED", "TASKS", "register_tasks", "with_task_report"]
