@@ -11,3 +11,8 @@ class CheckpointError(ConfigError):
 
 class NonFiniteDataError(ConfigError):
     """The environment returned a non-finite observation or reward; the run stopped."""
+
+
+class UpdatesSkippedError(NonFiniteDataError):
+    """Every update of a window was skipped for a non-finite loss or gradient; the run
+    stopped (it would have trained nothing but a counter)."""

@@ -13,6 +13,8 @@ from agents import DDPG, ConfigError, evaluate, evaluate_together
 from agents.engine.networks import Actor, Critic
 from agents.engine.replay_buffer import ReplayBuffer
 
+pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
+
 SMALL = dict(hidden_sizes=[32, 32], learning_starts=64, batch_size=16)
 
 

@@ -9,18 +9,26 @@ against NumPy references in ``test_update_rules.py``.
 from __future__ import annotations
 
 import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 import torch._inductor.config as inductor_config
 
 from agents import DDPG
+from agents.engine.compile_cache import KERNEL_ENV, kernel_cache_dir, kernel_key, kernel_set
 from agents.engine.strategies import available_strategies, strategy_optimizer
 
 SMALL = dict(hidden_sizes=[32, 24], learning_starts=64, batch_size=16)
 STEPS = 100  # 36 updates after learning_starts
 
 TRACED = [s for s in available_strategies() if strategy_optimizer(s) != "noisy-kfac"]
+
+pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
 
 
 def pair(optimizer: str, seed: int = 0, **overrides) -> tuple[DDPG, DDPG]:
@@ -164,16 +172,95 @@ def test_compiled_update_continues_an_eager_run(strategy):
     assert_agents_close(eager, compiled)
 
 
+def graph_cache_counts() -> tuple[int, int]:
+    """Inductor's FX graph cache hits and misses so far, read afresh each time: measured,
+    the counter dictionary held from before a first compile in a fresh
+    ``TORCHINDUCTOR_CACHE_DIR`` stayed at (0, 0) while that compile and the next counted."""
+    counters = torch._dynamo.utils.counters["inductor"]
+    return counters["fxgraph_cache_hit"], counters["fxgraph_cache_miss"]
+
+
 def test_the_same_update_compiled_again_comes_from_inductors_cache():
     """Another agent with the same networks and strategy (a resumed run, the next seed of a
     grid) loads its compiled update from TorchInductor's FX graph cache, not building it
     again, and trains as the eager agent does."""
-    counters = torch._dynamo.utils.counters["inductor"]
     DDPG("Pendulum-v1", seed=0, device="cpu", strategy="vadam", compile=True, **SMALL).learn(70)
-    hits, misses = counters["fxgraph_cache_hit"], counters["fxgraph_cache_miss"]
+    hits, misses = graph_cache_counts()
     eager, compiled = pair("vadam", seed=1)
     eager.learn(STEPS)
     compiled.learn(STEPS)
     assert compiled.compiled
-    assert (counters["fxgraph_cache_hit"], counters["fxgraph_cache_miss"]) == (hits + 1, misses)
+    assert graph_cache_counts() == (hits + 1, misses)
     assert_agents_close(eager, compiled)
+
+
+#: A fresh process: a compiled (and, with ``eager``, an eager) vadam agent on networks no
+#: other test compiles; prints what the compiled update did and how far it is from eager.
+FRESH_PROCESS = """
+import json, sys, torch
+from agents import DDPG
+small = dict(hidden_sizes=[8, 8], learning_starts=16, batch_size=8)
+modes = (False, True) if sys.argv[1] == "eager" else (True,)
+agents = [DDPG("Pendulum-v1", seed=0, device="cpu", strategy="vadam", compile=c, **small)
+          for c in modes]
+for agent in agents:
+    agent.learn(40)
+compiled = agents[-1]
+counters = torch._dynamo.utils.counters["inductor"]
+error = 0.0
+for p, q in zip(agents[0].state_dict()["actor"].values(), compiled.state_dict()["actor"].values()):
+    error = max(error, float(((p - q).abs().max() / p.abs().max().clamp_min(1e-6))))
+print(json.dumps(dict(
+    capability=torch.backends.cpu.get_cpu_capability(), compiled=compiled.compiled,
+    hits=counters["fxgraph_cache_hit"], misses=counters["fxgraph_cache_miss"],
+    skipped=compiled.skipped_updates, error=error)))
+"""
+
+
+def in_fresh_process(mode: str, **env: str) -> dict:
+    result = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, mode], capture_output=True, text=True,
+        timeout=600, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), **env},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_an_update_cached_under_other_kernels_is_compiled_again_not_loaded(tmp_path):
+    """One cache directory, two fresh processes: this process's kernels, then another ATen
+    capability. The second must not load the first one's graph (its C++ was generated for
+    other instructions: under ``default`` it no longer builds, under a narrower ISA than
+    it was written for it computes garbage) but compile its own, equal to eager."""
+    own = torch.backends.cpu.get_cpu_capability()
+    other = "avx2" if own == "DEFAULT" else "default"
+    cache = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    first = in_fresh_process("compiled", **cache)
+    second = in_fresh_process("eager", **cache, ATEN_CPU_CAPABILITY=other)
+    if second["capability"] == first["capability"]:
+        pytest.skip(f"this CPU has no capability besides {own}")
+    for run in (first, second):
+        assert run["compiled"] and (run["hits"], run["misses"]) == (0, 1), run
+        assert run["skipped"] == 0, run
+    assert second["error"] < 2e-5, second
+    keyed = sorted((tmp_path / "cache").glob("kernels-*/kernels.json"))
+    capabilities = {json.loads(path.read_text())["aten_capability"] for path in keyed}
+    assert capabilities == {first["capability"], second["capability"]}
+
+
+def test_the_cache_key_covers_every_kernel_variable(monkeypatch, tmp_path):
+    """Each variable that changes the kernels' instructions changes the key; the directory
+    is the user's cache directory's ``kernels-<key>``, only while compiling."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    for name in KERNEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    keys = {kernel_key()}
+    for name in KERNEL_ENV:
+        monkeypatch.setenv(name, "default" if name == "ATEN_CPU_CAPABILITY" else "SSE4_2")
+        keys.add(kernel_key())
+        monkeypatch.delenv(name)
+    assert len(keys) == 1 + len(KERNEL_ENV)
+    with kernel_cache_dir() as directory:
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(directory)
+        assert directory == tmp_path / f"kernels-{kernel_key()}"
+        assert json.loads((directory / "kernels.json").read_text()) == kernel_set()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)

@@ -7,7 +7,8 @@ otherwise; ``conftest.py``) and the Python API, on real environments:
 * a non-finite reward or observation stops the run with one line naming the step and the
   quantity, after a checkpoint of the last good state;
 * an update whose loss or gradient is non-finite is skipped and counted, and never
-  reaches the weights, σ or the optimizer state (every strategy, both engines);
+  reaches the weights, σ or the optimizer state (every strategy, both engines); a run in
+  which every update of a window is skipped stops with one line, after a checkpoint;
 * a damaged or foreign checkpoint (truncated, another env, another strategy, another
   engine's) gives ``train_agent: error: ...`` naming the file, exit 2, and leaves the run
   directory as it was;
@@ -267,6 +268,7 @@ def poisoned_agent(strategy: str, compile: bool) -> tuple[DDPG, list[bool]]:
     return agent, poisoned
 
 
+@pytest.mark.trains
 @pytest.mark.parametrize(
     ("strategy", "compile"), [("vadam", False), ("adam-plain", False), ("vadam", True)]
 )
@@ -324,6 +326,25 @@ def test_skipped_updates_are_logged(tmp_path, train_agent):
     acc = EventAccumulator(str(run_dir))
     acc.Reload()
     assert [e.value for e in acc.Scalars("train/skipped_updates")] == [0.0, 0.0]
+
+
+@pytest.mark.trains
+def test_a_run_whose_every_update_is_skipped_stops_after_a_checkpoint(tmp_path, train_agent):
+    """critic_lr=1e30: the first critic step makes its weights ~1e30, after which every loss
+    overflows and every update is skipped. The run stops at the first window's end."""
+    result = train_agent(*TINY, "--steps", "1000", "--eval-every", "500", "--set",
+                         "critic_lr=1e30", "--set", "skipped_window=200",
+                         cwd=tmp_path)  # fmt: skip
+    line = error_line(result)
+    assert "updates of steps 1-200 were skipped for a non-finite loss or gradient" in line
+    assert "skipped_window=200" in line and "checkpoint of the last good state" in line
+    state = torch.load(next((tmp_path / "out").rglob("latest.pt")), weights_only=True)
+    assert state["counters"]["num_timesteps"] == 200
+    assert state["counters"]["skipped_updates"] == 200 - 64  # every update made
+    for network in ("actor", "critic", "target_actor", "target_critic"):
+        assert all(torch.isfinite(v).all() for v in state[network].values())
+    bad = train_agent(*TINY, "--steps", "100", "--set", "skipped_window=-1", cwd=tmp_path)
+    assert "skipped_window must be >= 0, got -1" in error_line(bad)
 
 
 # --------------------------------------------------------------------------- kills

@@ -1,27 +1,40 @@
-"""The agent must learn: Pendulum-v1 swung up within 10 k steps.
+"""Slow: the agent must learn — Vadam-DDPG swings up Pendulum-v1 within 10 k steps, in
+most seeds.
 
-Setting (also the one measured): Vadam exploration, 64-64 networks, actor lr 1e-3,
-τ = 5e-3, mean-reduced actor gradient, 200 warm-up transitions; evaluation every 1 k steps
-over 10 fixed-seed episodes. Measured on this machine, best evaluation within 10 k steps for
-seeds 0-5: -225, -228, -463, -173, -702, -182; an untrained policy scores about -1300 to
--1450. The test runs seed 0 (CPU runs are bitwise reproducible; its curve ends -388, -225,
--407); the threshold -600 leaves a wide margin to it and fails a policy that never swings up.
-Reproduce a curve with ``python -m pytest tests/test_learning.py -s``.
+Setting: Vadam exploration, 64-64 networks, actor lr 1e-3, τ = 5e-3, mean-reduced actor
+gradient, 200 warm-up transitions; evaluation every 1 k steps over 10 fixed-seed episodes.
+One seed's curve is no test: CPUs round differently and a seeded run amplifies the last
+bits into another trajectory (seed 0 here: best −326 with this machine's kernels, −988
+with ``ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE``). So the test runs seeds 0-5 and
+asserts on how many swing up (best evaluation above −600; untrained about −1300 to −1450).
+
+Measured, seeds 0-5, this machine's kernels (AMD EPYC, AVX2): best −225, −228, −463, −173,
+−702, −182, that is 5 of 6 above −600. The test asks for 3 of 6: two more seeds may fall to
+another CPU's trajectory (as seed 0 did above) before it fails, and a policy that never
+swings up fails it.
+
+Reproduce the curves with ``python -m pytest -m slow tests/test_learning.py -s``.
 """
 
 from __future__ import annotations
 
 import gymnasium as gym
+import pytest
 
 from agents import DDPG, evaluate
 
-THRESHOLD = -600.0
+pytestmark = [pytest.mark.slow, pytest.mark.trains]
+
+SEEDS = range(6)
+#: Best evaluation of a swung-up pendulum, and how many of SEEDS must reach it.
+THRESHOLD, REQUIRED = -600.0, 3
 
 
-def test_vadam_ddpg_swings_up_the_pendulum():
+def best_evaluation(seed: int) -> tuple[float, float]:
+    """The untrained policy's evaluation and the best of ten during 10 k steps."""
     agent = DDPG(
         "Pendulum-v1",
-        seed=0,
+        seed=seed,
         device="cpu",
         strategy="vadam",
         optimizer_kwargs={"lr": 1e-3},
@@ -36,6 +49,12 @@ def test_vadam_ddpg_swings_up_the_pendulum():
     for _ in range(10):
         agent.learn(1000)
         curve.append(evaluate(agent, env, 10, seed=1000)[0])
-    print("initial", round(initial), "curve", [round(c) for c in curve])
-    assert initial < -1000
-    assert max(curve) > THRESHOLD, curve
+    print(f"seed {seed}: initial {initial:.0f}, curve {[round(c) for c in curve]}")
+    return initial, max(curve)
+
+
+def test_vadam_ddpg_swings_up_the_pendulum_in_most_seeds():
+    results = [best_evaluation(seed) for seed in SEEDS]
+    assert all(initial < -1000 for initial, _ in results)
+    bests = [best for _, best in results]
+    assert sum(best > THRESHOLD for best in bests) >= REQUIRED, bests

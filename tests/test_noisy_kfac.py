@@ -16,6 +16,8 @@ import torch
 
 import param_explore as pe
 
+pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
+
 SEED = 99
 IN, HIDDEN, OUT, ROWS = 3, 4, 2, 8
 

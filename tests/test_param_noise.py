@@ -13,13 +13,17 @@ import numpy as np
 import pytest
 import torch
 from stable_baselines3 import DDPG as SB3DDPG
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
 import agents.sb3.policy  # registers the policy alias; its callback is used below
 import param_explore as pe
 from agents import DDPG
+from agents.engine.ddpg import Callback
 from agents.engine.networks import Actor
 from agents.errors import ConfigError
 from agents.runs.config import resolve_config
+
+pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
 
 SMALL = dict(hidden_sizes=[32, 32], batch_size=16)
 
@@ -32,15 +36,34 @@ def acting_weights(agent: DDPG) -> list[torch.Tensor]:
     return [t.clone() for t in agent.actor_optimizer.sample()]
 
 
+def adapted(sigmas: list[float]) -> bool:
+    """Whether σ was adapted while these values were recorded: every adaptation multiplies
+    or divides it by the factor, so it changes — but as many steps up as down return it to
+    where it was, which a comparison of the first and last values would take for none."""
+    return len(set(sigmas)) > 1
+
+
+class SigmaRecorder(Callback):
+    """σ after every step of the native agent."""
+
+    def __init__(self) -> None:
+        self.sigmas: list[float] = []
+
+    def on_step(self, agent: DDPG) -> bool:
+        self.sigmas.append(agent.actor_optimizer.param_groups[0]["noise_std"])
+        return True
+
+
 def test_acting_copy_is_fixed_for_the_episode_and_redrawn_at_the_next():
     a = agent(optimizer_kwargs=dict(adaptation_interval=10), layer_norm=True)
     a.learn(120)  # inside the first 200-step episode: μ trained, σ adapted 11 times
     during = acting_weights(a)
     sigma_during = a.actor_optimizer.param_groups[0]["noise_std"]
     mean_during = [p.detach().clone() for p in a.actor.parameters()]
-    a.learn(80)  # the episode's last step
+    recorder = SigmaRecorder()
+    a.learn(80, recorder)  # the episode's last step
     assert all(torch.equal(x, y) for x, y in zip(during, acting_weights(a)))
-    assert a.actor_optimizer.param_groups[0]["noise_std"] != sigma_during
+    assert adapted([sigma_during, *recorder.sigmas])  # at steps 130, ..., 200
     assert not torch.equal(mean_during[0], a.actor.net[0].weight)  # μ moved meanwhile
 
     mean_at_start = [p.detach().clone() for p in a.actor.parameters()]
@@ -170,7 +193,8 @@ def test_sb3_policy_layer_norm_and_param_noise():
     )
     kinds = [type(m).__name__ for m in model.policy.actor.mu]
     assert kinds == ["Linear", "LayerNorm", "ReLU", "Linear", "LayerNorm", "ReLU", "Linear", "Tanh"]
-    model.learn(250, callback=agents.sb3.policy.ParamExploreCallback())
+    recorder = SB3SigmaRecorder()
+    model.learn(250, callback=CallbackList([agents.sb3.policy.ParamExploreCallback(), recorder]))
     actor = model.policy.actor
     opt = actor.optimizer
     names = {id(p): n for n, p in actor.named_parameters()}
@@ -178,4 +202,16 @@ def test_sb3_policy_layer_norm_and_param_noise():
     for param in params:  # θ̃ = μ + σε with ε = 0 on the norms only
         is_norm = names[id(param)].startswith(("mu.1.", "mu.4."))
         assert torch.all(opt.state[param]["noise"] == 0) == is_norm, names[id(param)]
-    assert opt.param_groups[0]["noise_std"] != 0.2  # adapted by the callback
+    assert adapted([0.2, *recorder.sigmas])  # by the callback, at steps 50, ..., 250
+
+
+class SB3SigmaRecorder(BaseCallback):
+    """σ after every step of an SB3 model (after ``ParamExploreCallback`` adapted it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sigmas: list[float] = []
+
+    def _on_step(self) -> bool:
+        self.sigmas.append(self.model.policy.actor.optimizer.param_groups[0]["noise_std"])
+        return True

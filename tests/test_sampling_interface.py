@@ -9,6 +9,8 @@ import torch
 
 import param_explore as pe
 
+pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
+
 ALL = pe.available_optimizers()
 EXPLORING = [n for n in ALL if pe.optimizer_class(n).explores]
 

@@ -170,18 +170,26 @@ def test_gradient_reaching_the_optimizer_is_the_gradient_at_the_sample(optimizer
     assert any(g.abs().sum() > 0 for g in grads)
 
 
+@pytest.mark.trains
 def test_noisy_kfac_sees_the_actor_layers_inside_sb3_training():
-    # A small starting precision, so that the Fisher term visibly shapes σ.
-    kwargs = dict(stats_interval=1, inverse_interval=10, initial_precision=1.0)
+    """Every layer's factors record each actor update, and they shape σ in every layer.
+
+    A large weight β of each Fisher term lets the statistics outweigh p₀ = 1e4 (σ₀ = 0.01)
+    whatever the short run learned. Measured, seeds 0-2, this machine's kernels and
+    ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE alike: min σ·√p₀ of the three weight
+    matrices ≤ 0.012, 0.26 and 0.013; the 0.9 asserted holds for statistics 60× weaker.
+    """
+    kwargs = dict(stats_interval=1, inverse_interval=10, initial_precision=1e4, beta=1e10)
     model = make_model(strategy="noisy-kfac", policy_kwargs=dict(actor_optimizer_kwargs=kwargs))
     model.learn(200)
     strategy = model.policy.actor.optimizer
     counts = {float(strategy.state[m.weight]["stats_updates"]) for m in strategy._layers}
     assert counts == {float(model._n_updates)}  # one record per actor update, every layer
-    sigma = strategy.sampling_std()[0]
-    assert not torch.allclose(sigma, sigma.flatten()[0].expand_as(sigma))  # factors used
+    for sigma in strategy.sampling_std()[::2]:  # each layer's weight matrix
+        assert sigma.min() * 100 < 0.9  # p₀ alone: σ·√p₀ = 1 for every weight
 
 
+@pytest.mark.trains
 def test_noisy_kfac_statistics_under_sb3_equal_the_summed_losses():
     """SB3's loss is a mean; with actor_grad_scale = M the recorded output gradients are
     scaled with p.grad, so the factor S is the one of the summed loss (native engine):
@@ -222,6 +230,7 @@ def test_noisy_kfac_statistics_under_sb3_equal_the_summed_losses():
     )
 
 
+@pytest.mark.trains
 def test_param_noise_trains_the_mean_and_adapts_with_the_callback():
     kwargs = dict(initial_std=1e-4, adaptation_interval=10)
     model = make_model(strategy="param-noise", policy_kwargs=dict(actor_optimizer_kwargs=kwargs))

@@ -15,6 +15,8 @@ from torch.utils import _pytree as pytree
 
 import param_explore as pe
 
+pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
+
 SHAPES = [(3, 2), (2,)]
 STEPS = 4
 SEED = 1234

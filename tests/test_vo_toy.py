@@ -18,6 +18,8 @@ import matplotlib.image
 import pytest
 import torch
 
+pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "vo_toy_2d.py"
 
 

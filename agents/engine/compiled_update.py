@@ -38,6 +38,7 @@ from torch.utils import _pytree as pytree
 
 from param_explore.traceable import Coefficients, StateTensors, TraceableStep, adam_traceable_step
 
+from .compile_cache import kernel_cache_dir
 from .replay_buffer import Batch
 from .update import Learner, LossOf, UpdateTensors, ddpg_update
 
@@ -292,6 +293,9 @@ def _inductor_compile(graph: fx.GraphModule, inputs: list[Tensor]) -> Callable[.
     the next seed of a grid, in this process or a later one — loads the same compiled code
     from the cache; tracing still runs (``docs/speed.md``: a warm start of the paper's
     networks ~3 s instead of ~6 s).
+
+    The cache is the one of this process's kernel set (:mod:`.compile_cache`): a graph
+    compiled for other CPU instructions is never loaded.
     """
-    with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
+    with kernel_cache_dir(), tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
         return torch._inductor.compile(graph, inputs)

@@ -50,6 +50,9 @@ class TrainConfig(DDPGConfig):
     save_replay_buffer: bool = False
     #: Interval in steps of loss, σ and speed scalars.
     log_every: int = 1_000
+    #: A run stops (one error line, after a checkpoint) when every update of this many
+    #: environment steps was skipped for a non-finite loss or gradient; 0 never stops.
+    skipped_window: int = 1_000
     logdir: str = "runs"
     device: str = "auto"
     #: ``native`` (this project's DDPG) or ``sb3`` (SB3's DDPG with ParamExplorePolicy).
@@ -65,6 +68,7 @@ class TrainConfig(DDPGConfig):
             require(self.engine == "native", "a curiosity bonus runs on the native engine only")
         for key in ("total_steps", "eval_every", "eval_episodes", "checkpoint_every", "log_every"):
             require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
+        require(self.skipped_window >= 0, f"skipped_window must be >= 0, got {self.skipped_window}")
         require(
             self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
             f"device must be auto, cpu or cuda, got {self.device!r}",

@@ -29,7 +29,7 @@ from ..curiosity import VimeBonus, bonus_config, make_vime_bonus
 from ..engine.ddpg import DDPG, Callback, resolve_device
 from ..engine.envs import make_env
 from ..engine.evaluation import evaluate_together, success_rate
-from ..errors import ConfigError, NonFiniteDataError
+from ..errors import ConfigError, NonFiniteDataError, UpdatesSkippedError
 from ..sb3.agent import SB3Agent
 from ..tasks import with_task_report
 from .config import TrainConfig, load_run_config, save_config
@@ -41,7 +41,14 @@ EVAL_SEED_OFFSET = 1_000_000
 #: Offset between the training seed and the curiosity bonus's own generator's seed.
 BONUS_SEED_OFFSET = 2_000_000
 #: Keys that may differ between a run's saved config and the command resuming it.
-RESUMABLE_CHANGES = {"total_steps", "device", "logdir", "eval_episodes", "compile"}
+RESUMABLE_CHANGES = {
+    "total_steps",
+    "device",
+    "logdir",
+    "eval_episodes",
+    "compile",
+    "skipped_window",
+}
 
 
 class RunnableAgent(Protocol):
@@ -49,6 +56,7 @@ class RunnableAgent(Protocol):
 
     checkpoint_name: str
     num_timesteps: int
+    num_updates: int
     between_episodes: bool
 
     def learn(self, total_steps: int, callback: Callback) -> object: ...
@@ -84,8 +92,11 @@ class RunCallback(Callback):
         self._clock_step = 0
         self._checkpoint_due = False
         self._skipped_reported = 0
+        #: (step, updates, skipped updates) at the start of the current skip window.
+        self._window_start = (0, 0, 0)
 
     def on_training_start(self, agent: RunnableAgent) -> None:
+        self._window_start = (agent.num_timesteps, agent.num_updates, agent.skipped_updates)
         self.bar.update(agent.num_timesteps - self.bar.n)
         self._clock = time.perf_counter()
         self._clock_step = agent.num_timesteps
@@ -99,6 +110,8 @@ class RunCallback(Callback):
     def on_step(self, agent: RunnableAgent) -> bool:
         step = agent.num_timesteps
         cfg = self.config
+        if cfg.skipped_window and step % cfg.skipped_window == 0:
+            self._check_updates_applied(agent, step)
         if step % cfg.log_every == 0:
             self._log_scalars(agent, step)
         # Every eval_every steps, and at the end of a run whose length the schedule misses
@@ -114,6 +127,21 @@ class RunCallback(Callback):
         if step % 100 == 0:
             self.bar.update(step - self.bar.n)
         return step < cfg.total_steps
+
+    def _check_updates_applied(self, agent: RunnableAgent, step: int) -> None:
+        """Stop a run none of whose updates in the last ``skipped_window`` steps was
+        applied: a non-finite loss or gradient every time means nothing is trained, and
+        nothing will be (the weights that gave it do not change). One host read per window."""
+        start, updates, skipped = self._window_start
+        made = agent.num_updates - updates
+        all_skipped = made > 0 and agent.skipped_updates - skipped >= made
+        self._window_start = (step, agent.num_updates, agent.skipped_updates)
+        if all_skipped:
+            raise UpdatesSkippedError(
+                f"all {made} updates of steps {start + 1}-{step} were skipped for a "
+                f"non-finite loss or gradient (skipped_window={self.config.skipped_window}): "
+                "the run was training nothing; training stopped"
+            )
 
     def _log_scalars(self, agent: RunnableAgent, step: int) -> None:
         elapsed = time.perf_counter() - self._clock

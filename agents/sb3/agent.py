@@ -131,6 +131,11 @@ class SB3Agent:
         return self.model.policy.exploration_statistics()
 
     @property
+    def num_updates(self) -> int:
+        """Gradient steps SB3 took (its ``train/n_updates``); DDPG steps the actor in each."""
+        return self.model._n_updates
+
+    @property
     def skipped_updates(self) -> int:
         """Actor steps the strategy skipped for a non-finite gradient (SB3's own critic
         step has no such guard)."""
