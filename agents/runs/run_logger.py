@@ -42,8 +42,8 @@ SUCCESS_FIELD = "success_rate"
 # tags named here. A run writes it when it starts, so a single run's TensorBoard has it too.
 _MARGIN = "Margin"
 _SERIES = {
-    "eval_return": "eval return: mean ± s.e. over seeds (steps every seed reached)",
-    "sigma_mean": "exploration σ (mean over weights): mean ± s.e. over seeds",
+    "eval_return": "eval return: mean over seeds, band: 95 % CI or ± s.e. (strategy/band)",
+    "sigma_mean": "exploration σ (mean over weights): mean over seeds with its band",
 }
 
 #: Custom-scalars layout: strategies as margin charts, then every run's own line.

@@ -22,8 +22,9 @@ if [ -z "${REPORT_ONLY:-}" ]; then
   # exactly as an uninterrupted one would.
   common=(--env HalfCheetah-v4 --steps "$STEPS" --workers "$WORKERS" --compile
           --set save_replay_buffer=true)
-  # 1. The six strategies of the paper, the released code's initialisation (the default).
-  train_agent --opt "$SIX" --seeds 5 "${common[@]}" --logdir runs/khan2018-init
+  # 1. The six strategies of the paper, the released code's initialisation (the default):
+  #    seeds 0-4 as the paper, 5-9 to judge the reproduction against both released runs.
+  train_agent --opt "$SIX" --seeds 10 "${common[@]}" --logdir runs/khan2018-init
   # 2. The initialisation ablation: Vadam and Adam-Plain from Lillicrap et al.'s scheme.
   train_agent --opt vadam,adam-plain --seeds 5 "${common[@]}" --set init=lillicrap \
     --logdir runs/lillicrap-init
@@ -31,6 +32,9 @@ if [ -z "${REPORT_ONLY:-}" ]; then
   #    K-FAC (which trains eagerly: it has no compiled form).
   train_agent --opt param-noise,noisy-adam,noisy-kfac --seeds 5 "${common[@]}" \
     --logdir runs/khan2018-init
+  # 4. The ablation of Vadam's sigma: Adam on the mean with Vadam's initial weight noise,
+  #    never adapted (fixed-noise), 10 seeds like Vadam and Adam-Plain.
+  train_agent --opt fixed-noise --seeds 10 "${common[@]}" --logdir runs/khan2018-init
 fi
 
 # The report: the six against the published runs (run 1 = the paper's figure, run 2 = the
@@ -48,3 +52,5 @@ compare_runs runs/khan2018-init/HalfCheetah-v4 runs/lillicrap-init/HalfCheetah-v
 compare_runs runs/khan2018-init/HalfCheetah-v4 \
   --strategies vadam,adam-plain,param-noise,noisy-adam,noisy-kfac \
   --at 50000,100000,200000,300000 --out strategies
+compare_runs runs/khan2018-init/HalfCheetah-v4 --strategies vadam,fixed-noise,adam-plain \
+  --at 50000,100000,200000,300000 --out sigma-ablation
