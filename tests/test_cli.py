@@ -92,7 +92,7 @@ def test_sb3_engine_writes_the_same_layout_and_resumes(tmp_path, train_agent):
     first = train_agent(*args, "--steps", "400", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     run_dir = tmp_path / "out" / "Pendulum-v1" / "vadagrad-sb3" / "seed0"
-    assert (run_dir / "checkpoints" / "latest.zip").exists()
+    assert (run_dir / "checkpoints" / "latest.pt").exists()
     more = train_agent(*args, "--steps", "800", "--resume", cwd=tmp_path)
     assert more.returncode == 0, more.stderr
     assert [r["step"] for r in read_eval_csv(run_dir / "eval.csv")] == [400, 800]

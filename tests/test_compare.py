@@ -26,7 +26,9 @@ STEPS = list(range(10_000, 100_001, 10_000))
 
 def published(strategy: str) -> tuple[np.ndarray, np.ndarray]:
     """(steps, returns[seed, step]) of ``strategy`` in the shipped CSV, by NumPy alone."""
-    path = resources.files("agents.reporting").joinpath("data", "khan2018_halfcheetah_v1_curves.csv")
+    path = resources.files("agents.reporting").joinpath(
+        "data", "khan2018_halfcheetah_v1_curves.csv"
+    )
     data = np.genfromtxt(str(path), delimiter=",", names=True, dtype=None, encoding="utf-8")
     rows = data[data["strategy"] == strategy]
     steps = np.unique(rows["step"])

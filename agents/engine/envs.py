@@ -8,15 +8,34 @@ import numpy as np
 from ..errors import ConfigError
 
 
-def make_env(env: str | gym.Env) -> gym.Env:
-    """A gymnasium env from an id (or the env itself), checked for continuous spaces."""
+def make_env(env: str | gym.Env, max_episode_steps: int | None = None) -> gym.Env:
+    """A gymnasium env from an id (or the env itself), checked for continuous spaces;
+    ``max_episode_steps`` replaces the registered time limit of an id."""
     if isinstance(env, str):
+        limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
         try:
-            env = gym.make(env)
+            env = gym.make(env, **limit)
         except gym.error.Error as err:
             raise ConfigError(f"unknown environment {env!r}: {err}") from None
+        except ImportError as err:  # "module:EnvId" whose module is not importable
+            raise ConfigError(f"cannot import the module of environment {env!r}: {err}") from None
+        except Exception as err:  # the env's own constructor failed
+            raise ConfigError(
+                f"environment {env!r} could not be created: {type(err).__name__}: {err}"
+            ) from None
     check_spaces(env)
     return env
+
+
+def episode_limit(env: gym.Env) -> int | None:
+    """The env's time limit in steps (gymnasium's ``TimeLimit``), or None if it has none."""
+    if env.spec is not None and env.spec.max_episode_steps is not None:
+        return env.spec.max_episode_steps
+    while isinstance(env, gym.Wrapper):  # a TimeLimit around an env made without gym.make
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return env._max_episode_steps
+        env = env.env
+    return None
 
 
 def check_spaces(env: gym.Env) -> None:
