@@ -4,20 +4,25 @@
     tensorboard --logdir runs/HalfCheetah-v4              # compare strategies
 
 Bad input (unknown env or strategy, non-Box action space, broken YAML, unknown ``--set``
-key, non-positive counts) ends with one ``train_agent: error: ...`` line and exit code 2.
+key, non-positive counts, settings that cannot fit in memory), a run directory that cannot
+be used (written by another process, a file of it missing or damaged, a read-only or full
+disk) and a failing environment end with one ``train_agent: error: ...`` line and exit
+code 2. Ctrl-C and SIGTERM stop after a checkpoint: exit code 130 and 143.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
 from .engine.strategies import available_strategies
-from .errors import ConfigError
+from .errors import ConfigError, os_error_message
 from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
 from .runs.config import TrainConfig, resolve_config
 from .runs.grid import RunOutcome, run_grid
+from .runs.stopping import RunInterrupted, interrupt_on_signals
 from .runs.training import make_task_env, train
 
 
@@ -113,6 +118,7 @@ def _seeds(seed: int | None, seeds: str | None) -> list[int | None]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    configs: list = []
     try:
         configs = [
             resolve_config(
@@ -142,9 +148,23 @@ def main(argv: list[str] | None = None) -> int:
         return _grid(configs, args)
     except ConfigError as err:
         parser.exit(2, f"train_agent: error: {err}\n")
-    except KeyboardInterrupt:
+    except OSError as err:  # the file system's own refusal, e.g. of a --config file
+        parser.exit(2, f"train_agent: error: {os_error_message(err)}\n")
+    except RunInterrupted as stop:
+        what = "interrupted" if stop.signum == signal.SIGINT else "terminated"
+        grid = len(configs) > 1 or args.workers is not None or args.backend is not None
+        follow = (
+            "running runs checkpointed, queued runs not started; run the same command "
+            "again to continue"
+            if grid
+            else "checkpoint written, continue with --resume"
+        )
+        print(f"\ntrain_agent: {what}; {follow}", file=sys.stderr)
+        return stop.exit_code
+    except KeyboardInterrupt:  # a second Ctrl-C: stopped at once
         print(
-            "\ntrain_agent: interrupted; checkpoint written, continue with --resume",
+            "\ntrain_agent: interrupted at once, without a new checkpoint; the last one "
+            "stays (continue with --resume)",
             file=sys.stderr,
         )
         return 130
@@ -169,7 +189,10 @@ def _grid(configs: list, args: argparse.Namespace) -> int:
         status = "ok" if outcome.ok else f"FAILED: {outcome.message}"
         print(f"  {outcome.run_dir}: {status}", flush=True)
 
-    outcomes = run_grid(configs, args.workers or 1, args.backend or "local", args.address, report)
+    with interrupt_on_signals():
+        outcomes = run_grid(
+            configs, args.workers or 1, args.backend or "local", args.address, report
+        )
     failed = [o for o in outcomes if not o.ok]
     print(f"{total - len(failed)} of {total} runs finished, {len(failed)} failed")
     for env_dir in sorted({Path(c.logdir) / c.env for c in configs}):

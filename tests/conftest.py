@@ -28,8 +28,15 @@ def train_agent_process(
     exe = Path(sys.executable).with_name("train_agent")
     return subprocess.run(
         [str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=600,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **(env or {}), **_pythonpath(env)},
     )  # fmt: skip
+
+
+def _pythonpath(env: dict | None) -> dict:
+    """``env``'s PYTHONPATH before this process's own (a worktree's code stays importable)."""
+    paths = [(env or {}).get("PYTHONPATH"), os.environ.get("PYTHONPATH")]
+    joined = os.pathsep.join(p for p in paths if p)
+    return {"PYTHONPATH": joined} if joined else {}
 
 
 @dataclass

@@ -92,7 +92,7 @@ def test_sb3_engine_writes_the_same_layout_and_resumes(tmp_path, train_agent):
     first = train_agent(*args, "--steps", "400", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     run_dir = tmp_path / "out" / "Pendulum-v1" / "vadagrad-sb3" / "seed0"
-    assert (run_dir / "checkpoints" / "latest.zip").exists()
+    assert (run_dir / "checkpoints" / "latest.pt").exists()
     more = train_agent(*args, "--steps", "800", "--resume", cwd=tmp_path)
     assert more.returncode == 0, more.stderr
     assert [r["step"] for r in read_eval_csv(run_dir / "eval.csv")] == [400, 800]
@@ -170,9 +170,15 @@ def test_killed_run_resumes_without_duplicated_or_missing_points(tmp_path, train
     exe = Path(sys.executable).with_name("train_agent")
     proc = subprocess.Popen([str(exe), *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
+
+    def checkpointed() -> int:  # a run writes its first checkpoint (step 0) as it starts
+        if not checkpoint.exists():
+            return 0
+        return torch.load(checkpoint, weights_only=True)["counters"]["num_timesteps"]
+
     deadline = time.time() + 300
-    while not checkpoint.exists() and time.time() < deadline:
-        time.sleep(0.05)
+    while checkpointed() < 600 and time.time() < deadline:
+        time.sleep(0.2)
     time.sleep(1.0)  # let it log past the checkpoint
     os.kill(proc.pid, signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"

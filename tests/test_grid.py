@@ -17,6 +17,7 @@ from rliable import library as rly
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.custom_scalar import layout_pb2
 
+from agents.errors import RunDirectoryError
 from agents.reporting.compare import main as compare_runs
 from agents.runs.config import TrainConfig, resolve_config
 from agents.runs.grid import run_grid
@@ -215,8 +216,8 @@ def test_ray_backend_on_a_local_ray_instance(tmp_path):
 
 def test_committed_results_without_checkpoints_count_as_finished(tmp_path, capsys):
     """A study committed with eval.csv and config.yaml only (no checkpoints, no events) is
-    complete: re-running its grid in a fresh clone skips it and changes nothing, while a
-    run whose eval.csv stops early is started again."""
+    complete: re-running its grid in a fresh clone skips it and changes nothing, while
+    extending it (no checkpoint to continue from) is refused, and changes nothing either."""
     from agents.runs.training import train
 
     (config,) = configs(tmp_path, ["adam-plain"])
@@ -230,6 +231,7 @@ def test_committed_results_without_checkpoints_count_as_finished(tmp_path, capsy
     assert (run_dir / "eval.csv").read_bytes() == before
     assert not (run_dir / "checkpoints").exists() or not any((run_dir / "checkpoints").iterdir())
 
-    config.total_steps = 600  # now the last evaluation (600) is missing: train again
-    train(config, resume=True, progress=False)
-    assert list(eval_rows(run_dir / "eval.csv")) == [200, 400, 600]
+    config.total_steps = 600  # now the last evaluation (600) is missing
+    with pytest.raises(RunDirectoryError, match=r"checkpoint .* is missing but the directory"):
+        train(config, resume=True, progress=False)
+    assert (run_dir / "eval.csv").read_bytes() == before

@@ -1,29 +1,37 @@
-"""Writing files atomically, and reading native checkpoints as data only.
+"""Writing files atomically, and checkpoints as data only, for both engines.
 
 A checkpoint is data, never code: :func:`read_checkpoint` loads with
 ``torch.load(weights_only=True)``, whose unpickler accepts tensors and plain Python types
 (dicts, lists, numbers, strings) and refuses everything else before anything runs. What an
-agent saves is exactly that (``DDPG.state_dict``). Every problem becomes a
-:class:`CheckpointError` naming the file: a damaged file, another engine's file, a file that
-would need code to load.
+agent saves is exactly that (``DDPG.state_dict``, ``SB3Agent.state_dict``), with the
+engine that wrote it under ``engine`` (absent in native checkpoints of earlier versions).
+Every problem becomes a :class:`CheckpointError` naming the file and saying what is wrong:
+empty, truncated, not a checkpoint at all, another engine's, a file that would need code
+to load.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, NonFiniteDataError
 
-#: Keys every native checkpoint has (``DDPG.state_dict``).
-NATIVE_KEYS = ("config", "env_id", "actor", "critic", "actor_optimizer", "counters")
+#: Keys every checkpoint has, per engine (``DDPG.state_dict``, ``SB3Agent.state_dict``).
+REQUIRED_KEYS = {
+    "native": ("config", "env_id", "actor", "critic", "actor_optimizer", "counters"),
+    "sb3": ("config", "env_id", "policy", "actor_optimizer", "critic_optimizer", "counters"),
+}
+#: The local-file header every zip archive, hence every ``torch.save`` file, starts with.
+_ZIP_MAGIC = b"PK\x03\x04"
 
 
 @contextmanager
@@ -40,30 +48,81 @@ def atomic_write(path: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """The state saved by ``DDPG.save``, loaded as data only; CheckpointError otherwise."""
+def write_checkpoint(state: Mapping[str, Any], path: str | Path) -> None:
+    """``torch.save(state)`` to ``path`` atomically and durably (flushed to the disk before
+    the rename). Through a Python file, so that a full disk is an ``OSError`` (ENOSPC)
+    rather than torch's ``unexpected pos`` from its own writer."""
+    with atomic_write(path) as tmp, open(tmp, "wb") as f:
+        torch.save(dict(state), f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_checkpoint(
+    path: str | Path, map_location: str | torch.device = "cpu", engine: str = "native"
+) -> dict[str, Any]:
+    """The state saved by an agent of ``engine``, loaded as data only; CheckpointError
+    (naming the file and the reason) otherwise."""
     path = Path(path)
+    _check_archive(path)
+    if _is_sb3_zip(path):
+        raise CheckpointError(
+            f"{path} is not a checkpoint of the {engine} engine (it is an SB3 model zip)"
+        )
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
         found = re.search(r"Unsupported global: GLOBAL (\S+)", str(err))
-        what = f" ({found.group(1)})" if found else ""
+        if found is None:
+            raise CheckpointError(f"checkpoint {path} is damaged: {_first_line(err)}") from None
         raise CheckpointError(
             f"checkpoint {path} refused: it holds objects other than tensors and plain "
-            f"data{what}, and loading them could run code"
+            f"data ({found.group(1)}), and loading them could run code"
         ) from None
+    except (RuntimeError, EOFError, OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+        raise CheckpointError(f"checkpoint {path} is damaged: {_first_line(err)}") from None
+    if not isinstance(state, dict) or not all(key in state for key in REQUIRED_KEYS[engine]):
+        saved = state.get("engine") if isinstance(state, dict) else None
+        other = f" (it is one of the {saved} engine)" if saved and saved != engine else ""
+        raise CheckpointError(f"{path} is not a checkpoint of the {engine} engine{other}")
+    saved = state.get("engine", "native")
+    if saved != engine:
+        raise CheckpointError(
+            f"{path} is not a checkpoint of the {engine} engine (it is one of the {saved} engine)"
+        )
+    return state
+
+
+def _check_archive(path: Path) -> None:
+    """What is wrong with a file that cannot be a checkpoint, before torch reads it."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(len(_ZIP_MAGIC))
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {path} does not exist") from None
-    except (RuntimeError, EOFError, OSError, ValueError) as err:
-        if _is_sb3_zip(path):
-            raise CheckpointError(
-                f"{path} is not a checkpoint of the native engine (it is an SB3 model zip)"
-            ) from None
-        first_line = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
-        raise CheckpointError(f"checkpoint {path} is damaged: {first_line}") from None
-    if not isinstance(state, dict) or not all(key in state for key in NATIVE_KEYS):
-        raise CheckpointError(f"{path} is not a checkpoint of the native engine")
-    return state
+    except IsADirectoryError:
+        raise CheckpointError(f"checkpoint {path} is a directory, not a file") from None
+    except OSError as err:
+        raise CheckpointError(f"cannot read checkpoint {path}: {err.strerror}") from None
+    if size == 0:
+        raise CheckpointError(f"checkpoint {path} is damaged: the file is empty")
+    if zipfile.is_zipfile(path):
+        return
+    if head == _ZIP_MAGIC:
+        raise CheckpointError(
+            f"checkpoint {path} is damaged: it is truncated ({size} bytes, the end of the "
+            "archive is missing)"
+        )
+    raise CheckpointError(
+        f"checkpoint {path} is damaged: it is not a checkpoint archive (a checkpoint is a "
+        "zip archive; this file holds something else)"
+    )
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:200] if text else type(err).__name__
 
 
 def _is_sb3_zip(path: Path) -> bool:
@@ -72,3 +131,52 @@ def _is_sb3_zip(path: Path) -> bool:
             return {"data", "policy.pth"} <= set(archive.namelist())
     except (zipfile.BadZipFile, OSError):
         return False
+
+
+def non_finite_entries(state: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Names of the floating-point tensors in ``state`` holding a non-finite value: a state
+    that must not be checkpointed as a good one."""
+    found = []
+    for key, value in state.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            found += non_finite_entries(value, f"{name}.")
+        elif isinstance(value, list | tuple):
+            found += non_finite_entries(dict(enumerate(value)), f"{name}.")
+        elif (
+            torch.is_tensor(value)
+            and value.is_floating_point()
+            and not bool(torch.isfinite(value).all())
+        ):
+            found.append(name)
+    return found
+
+
+def listed(names: list[str], limit: int = 3) -> str:
+    """The first ``limit`` names, comma-separated, and an ellipsis for the rest."""
+    return ", ".join(names[:limit]) + (", …" if len(names) > limit else "")
+
+
+def save_finite(
+    state: dict[str, Any], path: str | Path, checked: tuple[str, ...], metadata: dict | None
+) -> None:
+    """Write ``state`` with ``metadata`` (:func:`write_checkpoint`) unless a tensor under
+    a ``checked`` key is not finite: then NonFiniteDataError, and ``path`` keeps the last
+    good state."""
+    bad = non_finite_entries({key: state[key] for key in checked})
+    if bad:
+        raise NonFiniteDataError(
+            f"not saved to {path}: the agent's state is not finite ({listed(bad)}; an "
+            "update diverged: a learning rate too large?)"
+        )
+    write_checkpoint({**state, "metadata": metadata or {}}, path)
+
+
+def check_origin(state: dict[str, Any], path: str | Path, env_id: str, strategy: str) -> None:
+    """CheckpointError unless ``state`` was saved by a run of ``env_id`` and ``strategy``."""
+    if state["env_id"] != env_id:
+        saved_env = state["env_id"]
+        raise CheckpointError(f"checkpoint {path} is of env {saved_env}, this run's is {env_id}")
+    saved = state["config"].get("strategy", state["config"].get("optimizer"))
+    if saved != strategy:
+        raise CheckpointError(f"checkpoint {path} trains strategy {saved}, this run {strategy}")

@@ -9,6 +9,7 @@ value. A run's settings and the YAML layering that resolves them are
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -64,6 +65,12 @@ class DDPGConfig:
         for key in ("buffer_size", "batch_size", "gradient_steps"):
             require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
         require(self.learning_starts >= 0, "learning_starts must be >= 0")
+        require(
+            self.buffer_size > self.learning_starts,
+            f"buffer_size ({self.buffer_size}) must exceed learning_starts "
+            f"({self.learning_starts}): updates start once the buffer holds more than "
+            "learning_starts transitions, so this run would never train",
+        )
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         require(0 < self.tau <= 1, f"tau must be in (0, 1], got {self.tau}")
         require(self.critic_lr > 0, f"critic_lr must be > 0, got {self.critic_lr}")
@@ -78,6 +85,18 @@ class DDPGConfig:
 def require(condition: bool, message: str) -> None:
     if not condition:
         raise ConfigError(message)
+
+
+#: Seeds every RNG a run seeds accepts (NumPy's legacy seeding is the narrowest: 32 bits).
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(seed: int | None) -> None:
+    """A seed is None or an integer in [0, 2³² − 1]."""
+    require(
+        seed is None or (isinstance(seed, int) and 0 <= seed <= MAX_SEED),
+        f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}",
+    )
 
 
 def check_strategy(name: str, kwargs: dict[str, Any], action_noise: dict[str, Any]) -> None:
@@ -130,10 +149,15 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
             except ValueError:
                 number = None
         ok = isinstance(number, (int, float)) and not isinstance(number, bool)
-        if ok and hint is int:
-            ok = float(number).is_integer()
-        kind = "an integer" if hint is int else "a number"
+        if ok and isinstance(number, float):
+            ok = math.isfinite(number) and (hint is float or number.is_integer())
+        kind = "an integer" if hint is int else "a finite number"
         require(ok, f"{name} must be {kind}, got {value!r}")
+        # Torch and NumPy take 64-bit integers (and floats end at 1.8e308): a larger number
+        # would overflow deep inside.
+        limit = 2**63 if hint is int else 2**1023
+        shown = repr(value) if len(repr(value)) <= 30 else f"{repr(value)[:12]}… (too long)"
+        require(abs(number) < limit, f"{name} is too large: {shown}")
         return hint(number)
     if hint is str:
         require(isinstance(value, str), f"{name} must be a string, got {value!r}")

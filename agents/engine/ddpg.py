@@ -27,6 +27,7 @@ import copy
 import dataclasses
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,11 +39,18 @@ from torch import Tensor
 
 import param_explore
 
-from ..errors import CheckpointError, ConfigError, NonFiniteDataError
-from .checkpoints import atomic_write, read_checkpoint
+from ..errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
+from .checkpoints import (
+    check_origin,
+    listed,
+    non_finite_entries,
+    read_checkpoint,
+    save_finite,
+)
 from .compiled_update import CompilationError, CompiledUpdate
-from .config import DDPGConfig, strategy_layer_norm, upgrade_config_keys
+from .config import DDPGConfig, check_seed, strategy_layer_norm, upgrade_config_keys
 from .envs import coverage_statistics, env_id, make_env
+from .memory import check_memory
 from .networks import Actor, Critic
 from .replay_buffer import Batch, ReplayBuffer
 from .reward_bonus import RewardBonus
@@ -58,6 +66,17 @@ def resolve_device(device: str | torch.device) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device cuda was requested but no CUDA device is available")
     return device
+
+
+#: The parts of a state that must be finite to be saved or trusted.
+_CHECKED_STATE = (
+    "actor",
+    "critic",
+    "target_actor",
+    "target_critic",
+    "actor_optimizer",
+    "critic_optimizer",
+)
 
 
 class Callback:
@@ -104,6 +123,7 @@ class DDPG:
         except TypeError as err:
             raise ConfigError(str(err)) from None
         self.config.validate()
+        check_seed(seed)
         cfg = self.config
         self.env = make_env(env)
         self.env_id = env_id(self.env)
@@ -112,6 +132,7 @@ class DDPG:
 
         obs_dim = self.env.observation_space.shape[0]
         action_space = self.env.action_space
+        check_memory(cfg, obs_dim, action_space.shape[0], self.device)  # before allocating
         if seed is not None:
             torch.manual_seed(seed)
             action_space.seed(seed)
@@ -214,7 +235,13 @@ class DDPG:
 
     def _reset_episode(self) -> None:
         seed = self.seed if self.num_episodes == 0 and self.seed is not None else None
-        self._obs, _ = self.env.reset(seed=seed)
+        try:
+            self._obs, _ = self.env.reset(seed=seed)
+        except Exception as err:  # the env's own failure: the run stops after a checkpoint
+            raise EnvironmentFailure(
+                f"{self.env_id} raised {type(err).__name__}: {err} in reset, before step "
+                f"{self.num_timesteps + 1}"
+            ) from err
         self._episode_return = 0.0
         self._episode_length = 0
         if self.resample == "episode":
@@ -250,7 +277,14 @@ class DDPG:
         if self.resample == "step":
             self.actor_optimizer.resample_noise(self.generator)
         action = self._exploration_action(self._obs)
-        next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        if not np.isfinite(action).all():
+            raise self._non_finite_action(action)
+        try:
+            next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        except Exception as err:  # the env's own failure: the run stops after a checkpoint
+            raise EnvironmentFailure(
+                f"{self.env_id} raised {type(err).__name__}: {err} at step {self.num_timesteps + 1}"
+            ) from err
         self._check_finite(next_obs, reward)
         self.buffer.add(self._obs, action, float(reward), next_obs, terminated)
         if self.bonus is not None:
@@ -286,6 +320,25 @@ class DDPG:
                 f"non-finite observation ({obs.tolist()}) from {self.env_id} at step {step}; "
                 "training stopped"
             )
+
+    def _non_finite_action(self, action: np.ndarray) -> NonFiniteDataError:
+        """The policy's fault, not the env's: say which of the agent's tensors went bad."""
+        bad = self.non_finite_state()
+        if bad:
+            what = f"its weights are no longer finite ({listed(bad)})"
+        else:
+            largest = max(float(p.detach().abs().max()) for p in self.actor.parameters())
+            what = f"its weights reach {largest:.1e}, so its action overflows"
+        return NonFiniteDataError(
+            f"non-finite action ({action.tolist()}) from the actor at step "
+            f"{self.num_timesteps + 1}: {what}; an update diverged (a learning rate too "
+            "large?); training stopped"
+        )
+
+    def non_finite_state(self) -> list[str]:
+        """Names of the networks' and optimizers' tensors holding a non-finite value."""
+        state = self.state_dict()
+        return non_finite_entries({k: state[k] for k in _CHECKED_STATE})
 
     @property
     def skipped_updates(self) -> int:
@@ -417,22 +470,20 @@ class DDPG:
         if self._compiled_update is not None:  # the optimizers hold new state tensors
             self._compiled_update.bind()
 
-    def load_checkpoint(self, path: str | Path) -> None:
-        """Continue from a file written by :meth:`save` (this agent's env and strategy).
+    def load_checkpoint(
+        self, path: str | Path, check: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
+        """Continue from a file written by :meth:`save` (this agent's env and strategy);
+        return the ``metadata`` saved with it, which ``check`` sees before anything is
+        loaded (and may refuse by raising).
 
         A damaged file, one of another env, strategy or engine, or one that holds anything
         but tensors and plain data raises :class:`CheckpointError` naming the file.
         """
         state = read_checkpoint(path, self.device)
-        if state["env_id"] != self.env_id:
-            raise CheckpointError(
-                f"checkpoint {path} is of env {state['env_id']}, this run's is {self.env_id}"
-            )
-        saved = upgrade_config_keys(state["config"]).get("strategy")
-        if saved != self.config.strategy:
-            raise CheckpointError(
-                f"checkpoint {path} trains strategy {saved}, this run {self.config.strategy}"
-            )
+        check_origin(state, path, self.env_id, self.config.strategy)
+        if check is not None:
+            check(state.get("metadata", {}))
         try:
             self.load_state_dict(state)
         except (RuntimeError, KeyError, ValueError) as err:
@@ -440,11 +491,18 @@ class DDPG:
             raise CheckpointError(
                 f"checkpoint {path} does not match this run's networks or optimizer: {detail}"
             ) from None
+        return state.get("metadata", {})
 
-    def save(self, path: str | Path, include_buffer: bool = False) -> None:
-        """Write the agent to ``path`` atomically (a crash never leaves half a file)."""
-        with atomic_write(path) as tmp:
-            torch.save(self.state_dict(include_buffer), tmp)
+    def save(
+        self,
+        path: str | Path,
+        include_buffer: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """Write the agent (and ``metadata``: plain data) to ``path`` atomically, a crash
+        never leaving half a file. A state with a non-finite weight or optimizer tensor is
+        not written: NonFiniteDataError, and ``path`` keeps the last good state."""
+        save_finite(self.state_dict(include_buffer), path, _CHECKED_STATE, metadata)
 
     @classmethod
     def load(

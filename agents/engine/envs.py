@@ -11,28 +11,41 @@ from ..errors import ConfigError
 from .mujoco_warnings import show_mujoco_warnings_once
 
 
-def make_env(env: str | gym.Env, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
+def make_env(
+    env: str | gym.Env,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+) -> gym.Env:
     """A gymnasium env from an id (or the env itself), checked for continuous spaces.
 
-    ``env_kwargs`` go to ``gym.make`` (the env's own settings, or ``max_episode_steps``);
-    one the env does not take, or a value it refuses, is a :class:`ConfigError`. MuJoCo's
-    warnings are shown once per process from the first env built on
-    (:mod:`agents.engine.mujoco_warnings`); gymnasium shows its own deprecation of an old
-    env version once per process already.
+    ``env_kwargs`` go to ``gym.make`` (the env's own settings); one the env does not take,
+    or a value it refuses, is a :class:`ConfigError`. ``max_episode_steps`` replaces the
+    registered time limit of an id. MuJoCo's warnings are shown once per process from the
+    first env built on (:mod:`agents.engine.mujoco_warnings`); gymnasium shows its own
+    deprecation of an old env version once per process already.
     """
     show_mujoco_warnings_once()
     if isinstance(env, str):
         env_kwargs = env_kwargs or {}
+        limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
         try:
-            env = gym.make(env, **env_kwargs)
+            env = gym.make(env, **env_kwargs, **limit)
         except gym.error.Error as err:
             if env_kwargs and env in gym.registry:
                 raise ConfigError(f"{env} refuses env_kwargs {env_kwargs}: {err}") from None
             raise ConfigError(f"unknown environment {env!r}: {err}") from None
+        except ImportError as err:  # "module:EnvId" whose module is not importable
+            raise ConfigError(f"cannot import the module of environment {env!r}: {err}") from None
         except (TypeError, ValueError) as err:
-            if not env_kwargs:  # not the user's settings: a bug, with its traceback
-                raise
-            raise ConfigError(f"{env} refuses env_kwargs {env_kwargs}: {err}") from None
+            if env_kwargs:
+                raise ConfigError(f"{env} refuses env_kwargs {env_kwargs}: {err}") from None
+            raise ConfigError(
+                f"environment {env!r} could not be created: {type(err).__name__}: {err}"
+            ) from None
+        except Exception as err:  # the env's own constructor failed
+            raise ConfigError(
+                f"environment {env!r} could not be created: {type(err).__name__}: {err}"
+            ) from None
     check_spaces(env)
     return env
 
@@ -49,6 +62,17 @@ def coverage_statistics(env: gym.Env) -> dict[str, float]:
     except AttributeError:
         return {}
     return dict(pop_coverage())
+
+
+def episode_limit(env: gym.Env) -> int | None:
+    """The env's time limit in steps (gymnasium's ``TimeLimit``), or None if it has none."""
+    if env.spec is not None and env.spec.max_episode_steps is not None:
+        return env.spec.max_episode_steps
+    while isinstance(env, gym.Wrapper):  # a TimeLimit around an env made without gym.make
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return env._max_episode_steps
+        env = env.env
+    return None
 
 
 def check_spaces(env: gym.Env) -> None:

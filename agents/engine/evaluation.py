@@ -1,12 +1,23 @@
-"""Evaluation as in the paper: test episodes with the mean μ and no exploration (App. K)."""
+"""Evaluation as in the paper: test episodes with the mean μ and no exploration (App. K).
+
+Test episodes are checked like training data: a non-finite action (the policy's fault) or
+a non-finite reward or observation (the environment's) raises :class:`NonFiniteDataError`
+naming which, so no ``nan`` ever reaches ``eval.csv``; an exception the environment raises
+becomes :class:`EnvironmentFailure`. An episode ends at the env's time limit, which
+``train_agent`` requires (``max_episode_steps``).
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
+
+from ..errors import EnvironmentFailure, NonFiniteDataError
+from .envs import env_id
 
 
 class Policy(Protocol):
@@ -25,11 +36,12 @@ def evaluate(
     """
     returns = []
     for i in range(episodes):
-        obs, _ = env.reset(seed=None if seed is None else seed + i)
+        obs = _reset(env, None if seed is None else seed + i, i)
         total, done = 0.0, False
         while not done:
-            obs, reward, terminated, truncated, _ = env.step(policy.predict(obs, True))
-            total += float(reward)
+            action = _finite_actions(policy.predict(obs, True), [i])
+            obs, reward, terminated, truncated = _step(env, action, i)
+            total += reward
             done = terminated or truncated
         returns.append(total)
     return float(np.mean(returns)), float(np.std(returns))
@@ -51,17 +63,18 @@ def evaluate_together(
     order (:func:`success_rate` reads it).
     """
     observations = [
-        env.reset(seed=None if seed is None else seed + i)[0] for i, env in enumerate(envs)
+        _reset(env, None if seed is None else seed + i, i) for i, env in enumerate(envs)
     ]
     returns = [0.0] * len(envs)
     last_infos: list[dict[str, Any]] = [{}] * len(envs)
     running = list(range(len(envs)))
     while running:
         actions = policy.predict(np.stack([observations[i] for i in running]), True)
+        _finite_actions(actions, running)
         still_running = []
         for action, i in zip(actions, running):
-            observations[i], reward, terminated, truncated, info = envs[i].step(action)
-            returns[i] += float(reward)
+            observations[i], reward, terminated, truncated, info = _step(envs[i], action, i)
+            returns[i] += reward
             if not (terminated or truncated):
                 still_running.append(i)
             else:
@@ -79,3 +92,53 @@ def success_rate(final_infos: Sequence[dict[str, Any]]) -> float | None:
     if not final_infos or any("is_success" not in info for info in final_infos):
         return None
     return float(np.mean([bool(info["is_success"]) for info in final_infos]))
+
+
+def _finite_actions(actions: np.ndarray, episodes: list[int]) -> np.ndarray:
+    """The policy's actions (one row per running episode), or the episode of a bad one."""
+    if not np.isfinite(actions).all():
+        rows = np.reshape(actions, (len(episodes), -1))
+        bad = next(i for i, row in zip(episodes, rows) if not np.isfinite(row).all())
+        raise NonFiniteDataError(
+            f"non-finite action from the policy (its mean weights) in evaluation episode {bad}"
+        )
+    return actions
+
+
+def _reset(env: gym.Env, seed: int | None, episode: int) -> np.ndarray:
+    try:
+        obs, _ = env.reset(seed=seed)
+    except Exception as err:
+        raise EnvironmentFailure(
+            f"{env_id(env)} raised {type(err).__name__}: {err} in reset of evaluation "
+            f"episode {episode}"
+        ) from err
+    _finite_observation(env, obs, episode)
+    return obs
+
+
+def _step(
+    env: gym.Env, action: np.ndarray, episode: int
+) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    try:
+        obs, reward, terminated, truncated, info = env.step(action)
+    except Exception as err:
+        raise EnvironmentFailure(
+            f"{env_id(env)} raised {type(err).__name__}: {err} in a step of evaluation "
+            f"episode {episode}"
+        ) from err
+    reward = float(reward)
+    if not math.isfinite(reward):
+        raise NonFiniteDataError(
+            f"non-finite reward ({reward}) from {env_id(env)} in evaluation episode {episode}"
+        )
+    _finite_observation(env, obs, episode)
+    return obs, reward, terminated, truncated, info
+
+
+def _finite_observation(env: gym.Env, obs: np.ndarray, episode: int) -> None:
+    if not np.isfinite(obs).all():
+        raise NonFiniteDataError(
+            f"non-finite observation ({np.asarray(obs).tolist()}) from {env_id(env)} in "
+            f"evaluation episode {episode}"
+        )

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 
 from ..curiosity.config import bonus_config
-from ..engine.config import DDPGConfig, require, upgrade_config_keys
+from ..engine.config import DDPGConfig, check_seed, require, upgrade_config_keys
 from ..engine.strategies import strategy_optimizer
 from ..errors import ConfigError
 
@@ -61,11 +61,19 @@ class TrainConfig(DDPGConfig):
     #: compiled on the native engine (SB3 runs its own update code). Strategies without
     #: a traced form, and machines without a C++ compiler, train eagerly with a warning.
     compile: bool | None = None
+    #: Episode length bound: None keeps the env's own time limit (an env without one is
+    #: refused: its evaluation might never return); a number replaces it.
+    max_episode_steps: int | None = None
 
     def validate(self) -> None:
         super().validate()
         if bonus_config(self.bonus) is not None:  # one clear line for a bad setting
             require(self.engine == "native", "a curiosity bonus runs on the native engine only")
+        check_seed(self.seed)
+        require(
+            self.max_episode_steps is None or self.max_episode_steps > 0,
+            f"max_episode_steps must be > 0, got {self.max_episode_steps}",
+        )
         for key in ("total_steps", "eval_every", "eval_episodes", "checkpoint_every", "log_every"):
             require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
         require(self.skipped_window >= 0, f"skipped_window must be >= 0, got {self.skipped_window}")
@@ -115,7 +123,9 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     """A YAML mapping from ``path``, or a ConfigError saying why it is not one."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"cannot parse config file {path}: it is not text") from None
     except OSError as err:
         raise ConfigError(f"cannot read config file {path}: {err.strerror}") from None
     try:

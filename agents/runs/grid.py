@@ -15,21 +15,32 @@ trial scheduling, which is what Ray Tune adds; tasks give Ray's resource-aware p
 with the smallest dependency and no second results store beside the run directories.
 Ray is an optional extra (``pip install -e '.[ray]'``); workers write the run directories
 themselves, so on a multi-machine cluster ``--logdir`` must be on a shared file system.
+
+A grid names each run directory once (each has one writer, ``run_lock``). Ctrl-C or
+SIGTERM stops it: the running runs stop at their next step with a checkpoint, queued runs
+never start, and :class:`RunInterrupted` is raised once the workers are gone; re-running
+the command continues. A second Ctrl-C kills the workers at once (their last checkpoints,
+written atomically, stay).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import signal
+import socket
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from multiprocessing import get_context
+from multiprocessing import active_children, get_context
 from typing import Any
 
 from ..errors import ConfigError
 from .config import TrainConfig
+from .stopping import RunInterrupted, install_for_grid_worker, stop_requested
 
 
 @dataclass
@@ -52,23 +63,67 @@ def run_one(values: dict[str, Any], threads: int) -> RunOutcome:
 
     torch.set_num_threads(threads)
     config = TrainConfig(**values)
+    if stop_requested() is not None:  # the grid is stopping: a queued run never starts
+        return RunOutcome(str(config.run_dir()), False, "not started (interrupted)")
     try:
         train(config, resume=True, progress=False)
+    except KeyboardInterrupt:
+        return RunOutcome(str(config.run_dir()), False, "interrupted; checkpoint written")
     except Exception as err:  # one failing run must not stop the grid
         detail = traceback.format_exception_only(type(err), err)[-1].strip()
         return RunOutcome(str(config.run_dir()), False, detail)
     return RunOutcome(str(config.run_dir()), True, "done")
 
 
+def check_distinct(configs: list[TrainConfig]) -> None:
+    """Each run directory once: two runs of one directory would write it together."""
+    twice = [str(d) for d, n in Counter(c.run_dir() for c in configs).items() if n > 1]
+    if twice:
+        raise ConfigError(
+            f"the grid names run directory {', '.join(twice)} more than once (a strategy or "
+            "seed listed twice?); each run directory takes one run"
+        )
+
+
 def _run_local(configs: list[TrainConfig], workers: int, report: Callable) -> list[RunOutcome]:
     threads = threads_per_worker(workers)
     outcomes = []
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(run_one, dataclasses.asdict(c), threads) for c in configs]
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=get_context("spawn"), initializer=install_for_grid_worker
+    )
+    futures, reported = [], set()
+    try:
+        futures += [pool.submit(run_one, dataclasses.asdict(c), threads) for c in configs]
         for future in as_completed(futures):
+            reported.add(future)
             outcomes.append(future.result())
             report(outcomes[-1])
+    except KeyboardInterrupt as stop:
+        signum = getattr(stop, "signum", signal.SIGINT)
+        _stop_workers(pool, signum)
+        for future in futures:  # the runs that stopped with a checkpoint
+            if future in reported or not future.done() or future.cancelled():
+                continue
+            if future.exception() is None:
+                report(future.result())
+        raise RunInterrupted(signum) from None
+    pool.shutdown()
     return outcomes
+
+
+def _stop_workers(pool: ProcessPoolExecutor, signum: int) -> None:
+    """Ask the workers to stop (they checkpoint their runs and start no queued one) and
+    wait for them; a second interrupt kills them at once."""
+    workers = active_children()
+    for worker in workers:  # they may have the signal already (Ctrl-C reaches the group)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signum)
+    try:
+        pool.shutdown(wait=True, cancel_futures=True)
+    except KeyboardInterrupt:
+        for worker in workers:
+            worker.kill()
+        raise
 
 
 def _run_ray(
@@ -83,15 +138,24 @@ def _run_ray(
     threads = threads_per_worker(workers)
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, log_to_driver=False)
+        _check_reachable(address)
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except ConnectionError as err:
+            raise ConfigError(f"cannot reach the Ray cluster at {address}: {err}") from None
     try:
         remote = ray.remote(num_cpus=threads)(run_one)
         pending = [remote.remote(dataclasses.asdict(c), threads) for c in configs]
         outcomes = []
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            outcomes.append(ray.get(done[0]))
-            report(outcomes[-1])
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                outcomes.append(ray.get(done[0]))
+                report(outcomes[-1])
+        except KeyboardInterrupt as stop:
+            for ref in pending:  # a running task gets KeyboardInterrupt: it checkpoints
+                ray.cancel(ref)
+            raise RunInterrupted(getattr(stop, "signum", signal.SIGINT)) from None
         return outcomes
     finally:
         if started_here:
@@ -108,8 +172,25 @@ def run_grid(
     """Run every configuration; ``report`` is called as each run finishes."""
     if workers <= 0:
         raise ConfigError(f"--workers must be > 0, got {workers}")
+    check_distinct(configs)
     if backend == "ray":
         return _run_ray(configs, workers, address, report)
     if backend != "local":
         raise ConfigError(f"unknown backend {backend!r}; choose local or ray")
     return _run_local(configs, workers, report)
+
+
+def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
+    """A cluster address nothing answers at fails here in seconds, with one line; Ray's
+    own attempt retries for minutes and logs each retry."""
+    if address is None or address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return
+    except ValueError:
+        raise ConfigError(f"--address must be host:port, got {address!r}") from None
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ConfigError(f"cannot reach the Ray cluster at {address}: {reason}") from None

@@ -14,20 +14,23 @@ Tags are stable so that ``tensorboard --logdir runs/<env>`` overlays strategies:
 
 The CSV row of an evaluation is flushed to disk before the call returns, and the event
 writer is flushed at every evaluation, so a killed run keeps what it logged. A resumed run
-drops CSV rows past its checkpoint and asks TensorBoard to purge events past it
-(``purge_step``); a run started from scratch (no checkpoint yet) removes an earlier
-attempt's events. Either way the curve has neither duplicated nor missing points.
+keeps the CSV rows up to its checkpoint and asks TensorBoard to purge events past it
+(``purge_step``), so the curve has neither duplicated nor missing points; no event file is
+ever deleted. :func:`eval_rows_from_events` rebuilds the rows from the events when the CSV
+is gone.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import os
 from pathlib import Path
 
 from torch.utils.tensorboard import SummaryWriter
 
 from ..engine.checkpoints import atomic_write
+from ..errors import DamagedFileError
 
 EVAL_CSV = "eval.csv"
 EVAL_FIELDS = ["step", "mean_return", "std_return", "episodes", "wall_time"]
@@ -78,40 +81,97 @@ def write_comparison_layout(env_dir: str | Path, replace: bool = False) -> None:
 
 
 def read_eval_csv(path: str | Path) -> list[dict[str, float]]:
-    """The rows of an eval CSV as floats (``step`` and ``episodes`` as ints)."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    ints = ("step", "episodes")
-    return [{k: int(v) if k in ints else float(v) for k, v in row.items()} for row in rows]
+    """The rows of an eval CSV as floats (``step`` and ``episodes`` as ints).
+
+    A file that is not one (binary, truncated, a value that is no number, steps out of
+    order) raises :class:`DamagedFileError` (a ``ConfigError``) naming the file and line.
+    Columns beyond :data:`EVAL_FIELDS` are read as numbers too (an empty one as None).
+    """
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            lines = list(csv.reader(f))
+    except UnicodeDecodeError:
+        raise DamagedFileError(f"{path} is damaged: it is not text") from None
+    except csv.Error as err:
+        raise DamagedFileError(f"{path} is damaged: {err}") from None
+    if not lines or lines[0][: len(EVAL_FIELDS)] != EVAL_FIELDS:
+        found = ",".join(lines[0])[:60] if lines else "nothing"
+        raise DamagedFileError(
+            f"{path} is damaged: its header is not {','.join(EVAL_FIELDS)} (found {found!r})"
+        )
+    header, rows, last = lines[0], [], 0
+    for number, values in enumerate(lines[1:], start=2):
+        where = f"{path} is damaged: line {number}"
+        if len(values) != len(header):
+            raise DamagedFileError(f"{where} has {len(values)} values, not {len(header)}")
+        row = {}
+        for name, text in zip(header, values):
+            if name not in EVAL_FIELDS and text == "":
+                row[name] = None
+                continue
+            try:
+                row[name] = int(text) if name in ("step", "episodes") else float(text)
+            except ValueError:
+                raise DamagedFileError(f"{where}: {name} is {text[:20]!r}, not a number") from None
+        bad = [name for name in EVAL_FIELDS[1:3] if not math.isfinite(row[name])]
+        if bad:
+            raise DamagedFileError(f"{where}: {bad[0]} is {row[bad[0]]}, not a finite number")
+        if row["step"] <= last:
+            raise DamagedFileError(f"{where}: step {row['step']} does not follow step {last}")
+        last = row["step"]
+        rows.append(row)
+    return rows
 
 
-def _csv_fields(path: Path) -> list[str]:
-    with open(path, newline="") as f:
-        return next(csv.reader(f), [])
+def eval_rows_from_events(run_dir: str | Path, last_step: int, episodes: int) -> list[dict]:
+    """``eval.csv``'s rows up to ``last_step`` as TensorBoard reads them from the run's
+    events (purged events dropped; values as TensorBoard stores them, float32)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    if "eval/mean_return" not in tags or "eval/std_return" not in tags:
+        return []
+    std = {e.step: e.value for e in events.Scalars("eval/std_return")}
+    rows = []
+    for event in events.Scalars("eval/mean_return"):
+        if event.step <= last_step and event.step in std:
+            rows.append(
+                dict(
+                    step=event.step,
+                    mean_return=event.value,
+                    std_return=std[event.step],
+                    episodes=episodes,
+                    wall_time=round(event.wall_time, 3),
+                )
+            )
+    return rows
 
 
 class RunLogger:
     """Writes one run's TensorBoard events and ``eval.csv``."""
 
-    def __init__(self, run_dir: str | Path, resume_step: int | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: str | Path,
+        resume_step: int | None = None,
+        rows: list[dict[str, float]] | None = None,
+    ) -> None:
+        """A new run (``resume_step`` None), or one resumed at ``resume_step`` whose
+        ``eval.csv`` is to hold ``rows`` (the evaluations up to there)."""
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.run_dir / EVAL_CSV
+        rows = rows or []
         # The success column is in the file iff every row has a value (compare_runs reads
         # an empty cell as a damaged file): it is decided by the first row, dropped if an
         # evaluation has no success rate after all, and never added under rows without one.
         self.fields = list(EVAL_FIELDS)
-        if resume_step is None or not self.csv_path.exists():
-            # A start from scratch: an earlier attempt's results go (a run killed before
-            # its first checkpoint), so TensorBoard never shows a step twice.
-            self._rewrite_csv([])
-            for path in self.run_dir.glob("events.out.tfevents.*"):
-                path.unlink()
-        else:
-            if SUCCESS_FIELD in _csv_fields(self.csv_path):
-                self.fields.append(SUCCESS_FIELD)
-            kept = [row for row in read_eval_csv(self.csv_path) if row["step"] <= resume_step]
-            self._rewrite_csv(kept)
+        if rows and all(row.get(SUCCESS_FIELD) is not None for row in rows):
+            self.fields.append(SUCCESS_FIELD)
+        self._rewrite_csv(rows)
         purge = None if resume_step is None else resume_step + 1
         self.writer = SummaryWriter(str(self.run_dir), purge_step=purge, flush_secs=10)
 

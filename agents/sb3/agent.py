@@ -5,11 +5,27 @@
 write the same run directory and eval CSV and can be overlaid in TensorBoard. Differences
 that remain are SB3's own: its critic takes the action at the input layer, and it acts
 uniformly at random for its first ``learning_starts`` steps.
+
+Checkpoints are data, as the native engine's: SB3's own ``save`` writes cloudpickled
+objects into its zip and ``load`` unpickles them, so a crafted file would run code on
+``--resume``. A checkpoint here is a ``torch.save`` of tensors and plain values only —
+the policy's and both optimizers' state dicts, the counters, every random generator the
+run draws from, the replay buffer's arrays when the run keeps it — read back with
+``torch.load(weights_only=True)`` into a model rebuilt from the run's config.
+
+A step's run callback (evaluation, scalars, checkpoint) is called once that step's update
+is done, at the start of SB3's next rollout, as the native agent calls it after its update:
+a checkpoint then holds the step's transition and update, and a resumed run continues
+where the interrupted one was. SB3's ``on_step`` comes earlier (after ``env.step``, before
+the transition is stored): it checks the data there, so nothing non-finite is stored.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -17,17 +33,53 @@ import torch
 from stable_baselines3 import DDPG as SB3DDPG
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
-from ..engine.checkpoints import atomic_write
-from ..engine.config import DDPGConfig
-from ..engine.ddpg import Callback
-from ..engine.envs import make_env
+from ..engine.checkpoints import check_origin, read_checkpoint, save_finite
+from ..engine.config import DDPGConfig, check_seed
+from ..engine.ddpg import Callback, resolve_device
+from ..engine.envs import env_id, make_env
+from ..engine.memory import check_memory
 from ..engine.strategies import make_action_noise, strategy_optimizer
-from ..errors import CheckpointError, NonFiniteDataError
+from ..errors import CheckpointError, EnvironmentFailure, NonFiniteDataError
 from .policy import ParamExploreCallback, ParamExplorePolicy
+
+#: The replay buffer's arrays a checkpoint keeps (the stored part only).
+_BUFFER_ARRAYS = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts")
+
+
+class _StopLearning(Exception):
+    """Ends ``model.learn`` between two steps, where the run callback asked it to."""
+
+
+class _CheckedEnv(gym.Wrapper):
+    """The env as SB3 sees it: its exceptions become :class:`EnvironmentFailure`, and the
+    state of its random generator before each reset is kept, for a resumed run to start
+    the episode an uninterrupted one would (SB3 resets at an episode's end, before the
+    step's checkpoint)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.rng_before_reset: dict[str, Any] | None = None
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        self.rng_before_reset = self.env.unwrapped.np_random.bit_generator.state
+        try:
+            return self.env.reset(**kwargs)
+        except Exception as err:
+            raise EnvironmentFailure(
+                f"{env_id(self)} raised {type(err).__name__}: {err} in reset"
+            ) from err
+
+    def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict]:
+        try:
+            return self.env.step(action)
+        except Exception as err:
+            raise EnvironmentFailure(
+                f"{env_id(self)} raised {type(err).__name__}: {err} in step"
+            ) from err
 
 
 class _RunBridge(BaseCallback):
-    """Forwards SB3's per-step callback to the run's :class:`Callback`."""
+    """Calls the run's :class:`Callback` at the points the module docstring names."""
 
     def __init__(self, agent: SB3Agent, callback: Callback) -> None:
         super().__init__()
@@ -35,12 +87,20 @@ class _RunBridge(BaseCallback):
         self.run_callback = callback
 
     def _on_training_start(self) -> None:
+        self.agent.steps_done = self.model.num_timesteps
         self.run_callback.on_training_start(self.agent)
 
     def _on_step(self) -> bool:
-        # Called by SB3 after env.step and before the transition is stored.
+        # After env.step and before the transition is stored.
         rewards, observations = self.locals["rewards"], self.locals["new_obs"]
-        step = self.agent.num_timesteps
+        step = self.model.num_timesteps
+        actions = self.locals["actions"]
+        if not np.isfinite(actions).all():  # the policy's fault, not the env's
+            raise NonFiniteDataError(
+                f"non-finite action ({actions.tolist()}) from the actor at step {step}: its "
+                "weights are no longer finite (an update diverged: a learning rate too large?); "
+                "training stopped"
+            )
         if not np.isfinite(rewards).all():
             raise NonFiniteDataError(
                 f"non-finite reward ({rewards.tolist()}) at step {step}; training stopped"
@@ -50,26 +110,54 @@ class _RunBridge(BaseCallback):
                 f"non-finite observation ({observations.tolist()}) at step {step}; training stopped"
             )
         dones, infos = self.locals["dones"], self.locals["infos"]
-        self.agent.between_episodes = bool(dones[0])
+        self.agent.episode_ended = bool(dones[0])
         if dones[0] and "episode" in infos[0]:
             episode = infos[0]["episode"]
             self.run_callback.on_episode_end(self.agent, float(episode["r"]), int(episode["l"]))
-        return self.run_callback.on_step(self.agent)
+        return True
+
+    def _on_rollout_start(self) -> None:
+        # The previous step's transition is stored and its update done.
+        self._finish_step()
+
+    def _finish_step(self) -> None:
+        if self.model.num_timesteps > self.agent.steps_done:
+            self.agent.steps_done = self.model.num_timesteps
+            self.agent.between_episodes = self.agent.episode_ended
+            if not self.run_callback.on_step(self.agent):
+                raise _StopLearning
 
     def _on_training_end(self) -> None:
-        self.run_callback.on_training_end(self.agent)
+        self._finish_step()  # the last step, whose update SB3 has just made
 
 
 class SB3Agent:
     """An SB3 DDPG model with ``ParamExplorePolicy``, configured like the native agent."""
 
-    checkpoint_name = "latest.zip"
+    checkpoint_name = "latest.pt"
 
     def __init__(
         self, env: str | gym.Env, config: DDPGConfig, seed: int, device: str = "auto"
     ) -> None:
+        check_seed(seed)
         self.config = config
-        env = make_env(env)
+        self.seed = seed
+        self.env = _CheckedEnv(make_env(env))
+        self.env_id = env_id(self.env)
+        self.device = resolve_device(device)
+        check_memory(
+            config, self.env.observation_space.shape[0], self.env.action_space.shape[0], self.device
+        )
+        self.model = self._build(seed)
+        #: Steps whose transition and update are done (SB3 counts a step at ``env.step``).
+        self.steps_done = 0
+        self.between_episodes = True
+        self.episode_ended = True
+
+    def _build(self, seed: int | None) -> SB3DDPG:
+        """The model the config describes; ``seed`` None seeds nothing (a checkpoint's
+        generators are restored instead)."""
+        config = self.config
         policy_kwargs = dict(
             strategy=strategy_optimizer(config.strategy),
             actor_optimizer_kwargs=config.optimizer_kwargs,
@@ -82,9 +170,10 @@ class SB3Agent:
             if config.actor_grad_reduction == "sum"
             else 1.0,
         )
-        self.model = SB3DDPG(
+        self._noise_generator = torch.Generator().manual_seed(self.seed)
+        return SB3DDPG(
             ParamExplorePolicy,
-            env,
+            self.env,
             learning_rate=config.critic_lr,
             buffer_size=config.buffer_size,
             learning_starts=config.learning_starts,
@@ -96,14 +185,13 @@ class SB3Agent:
             policy_kwargs=policy_kwargs,
             action_noise=make_action_noise(
                 config.strategy,
-                env.action_space.shape[0],
+                self.env.action_space.shape[0],
                 config.action_noise,
-                torch.Generator().manual_seed(seed),
+                self._noise_generator,
             ),
             seed=seed,
-            device=device,
+            device=self.device,
         )
-        self.between_episodes = True
 
     @property
     def num_timesteps(self) -> int:
@@ -111,7 +199,12 @@ class SB3Agent:
 
     def learn(self, total_steps: int, callback: Callback) -> SB3Agent:
         callbacks = CallbackList([ParamExploreCallback(), _RunBridge(self, callback)])
-        self.model.learn(total_steps, callback=callbacks, reset_num_timesteps=False)
+        try:
+            self.model.learn(total_steps, callback=callbacks, reset_num_timesteps=False)
+        except _StopLearning:
+            pass
+        finally:
+            callback.on_training_end(self)
         return self
 
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
@@ -141,30 +234,119 @@ class SB3Agent:
         step has no such guard)."""
         return self.model.policy.actor.optimizer.skipped_steps
 
-    def save(self, path: str | Path, include_buffer: bool = False) -> None:
-        path = Path(path)
-        with atomic_write(path) as tmp:
-            self.model.save(tmp)
+    # ----------------------------------------------------------------- persistence
+    def state_dict(self, include_buffer: bool = False) -> dict[str, Any]:
+        """Everything needed to continue training, as tensors and plain values."""
+        model = self.model
+        state = {
+            "engine": "sb3",
+            "config": dataclasses.asdict(self.config),
+            "env_id": self.env_id,
+            "seed": self.seed,
+            "policy": model.policy.state_dict(),
+            "actor_optimizer": model.actor.optimizer.state_dict(),
+            "critic_optimizer": model.critic.optimizer.state_dict(),
+            "counters": {
+                "num_timesteps": self.steps_done,
+                "skipped_updates": self.skipped_updates,
+            },
+            "generators": {
+                "torch": torch.get_rng_state(),
+                "numpy": _numpy_global_state(),
+                "action_space": model.action_space.np_random.bit_generator.state,
+                "action_noise": self._noise_generator.get_state(),
+                "env_before_reset": self.env.rng_before_reset,
+            },
+            "at_episode_boundary": self.between_episodes,
+        }
         if include_buffer:
-            self.model.save_replay_buffer(path.with_name("replay_buffer.pkl"))
+            buffer = model.replay_buffer
+            size = buffer.size()
+            state["buffer"] = {
+                "size": size,
+                "pos": buffer.pos,
+                "full": buffer.full,
+                **{
+                    name: torch.from_numpy(getattr(buffer, name)[:size].copy())
+                    for name in _BUFFER_ARRAYS
+                },
+            }
+        return state
 
-    def load_checkpoint(self, path: str | Path) -> None:
-        """Continue from an SB3 zip of this run (its env and strategy), with SB3's own
-        loading; any other file raises :class:`CheckpointError` naming it."""
-        path = Path(path)
+    def save(
+        self,
+        path: str | Path,
+        include_buffer: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """Write the agent (and ``metadata``: plain data) to ``path`` atomically; a state
+        with a non-finite weight or optimizer tensor is not written (NonFiniteDataError)."""
+        checked = ("policy", "actor_optimizer", "critic_optimizer")
+        save_finite(self.state_dict(include_buffer), path, checked, metadata)
+
+    def load_checkpoint(
+        self, path: str | Path, check: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
+        """Continue from a file written by :meth:`save` for this run (its env and
+        strategy); return the ``metadata`` saved with it, which ``check`` sees before
+        anything is loaded. Anything else raises :class:`CheckpointError` naming the file."""
+        state = read_checkpoint(path, self.device, engine="sb3")
+        check_origin(state, path, self.env_id, self.config.strategy)
+        if check is not None:
+            check(state.get("metadata", {}))
         try:
-            model = SB3DDPG.load(path, env=self.model.get_env(), device=self.model.device)
-        except Exception as err:  # SB3 raises many kinds for a foreign or damaged file
+            self._load_state(state)
+        except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
             detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
             raise CheckpointError(
-                f"{path} is not a checkpoint of the sb3 engine for this run "
-                f"({type(err).__name__}: {detail})"
+                f"checkpoint {path} does not match this run's networks or optimizer: "
+                f"{type(err).__name__}: {detail}"
             ) from None
-        saved = model.policy.strategy
-        expected = self.model.policy.strategy
-        if saved != expected:
-            raise CheckpointError(f"checkpoint {path} trains strategy {saved}, this run {expected}")
-        self.model = model
-        buffer = path.with_name("replay_buffer.pkl")
-        if buffer.exists():
-            self.model.load_replay_buffer(buffer)
+        return state.get("metadata", {})
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        generators = state["generators"]
+        if generators["env_before_reset"] is not None:
+            # A model that seeds nothing, so that its first reset continues the env's
+            # generator where the interrupted run left it instead of seeding it again.
+            self.model = self._build(seed=None)
+            self.env.unwrapped.np_random.bit_generator.state = generators["env_before_reset"]
+        model = self.model
+        model.policy.load_state_dict(state["policy"])
+        model.actor.optimizer.load_state_dict(state["actor_optimizer"])
+        model.critic.optimizer.load_state_dict(state["critic_optimizer"])
+        counters = state["counters"]
+        model.num_timesteps = self.steps_done = counters["num_timesteps"]
+        model.actor.optimizer.skipped_steps = counters["skipped_updates"]
+        torch.set_rng_state(generators["torch"])
+        _set_numpy_global_state(generators["numpy"])
+        model.action_space.np_random.bit_generator.state = generators["action_space"]
+        self._noise_generator.set_state(generators["action_noise"])
+        self.between_episodes = self.episode_ended = bool(state["at_episode_boundary"])
+        if "buffer" in state:
+            buffer, saved = model.replay_buffer, state["buffer"]
+            size = saved["size"]
+            if size > buffer.buffer_size:
+                raise ValueError(f"saved buffer holds {size}, this one {buffer.buffer_size}")
+            for name in _BUFFER_ARRAYS:
+                getattr(buffer, name)[:size] = saved[name].numpy()
+            buffer.pos, buffer.full = saved["pos"], saved["full"]
+
+
+def _numpy_global_state() -> dict[str, Any]:
+    """NumPy's global generator (SB3 samples minibatches from it) as plain data."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "name": name,
+        "keys": torch.from_numpy(keys.astype(np.int64)),
+        "pos": int(pos),
+        "has_gauss": int(has_gauss),
+        "cached_gaussian": float(cached),
+    }
+
+
+def _set_numpy_global_state(state: dict[str, Any]) -> None:
+    keys = state["keys"].numpy().astype(np.uint32)
+    np.random.set_state(
+        (state["name"], keys, state["pos"], state["has_gauss"], state["cached_gaussian"])
+    )

@@ -1,0 +1,121 @@
+"""Ctrl-C and SIGTERM: a run stops at the next step boundary, after a checkpoint.
+
+A signal that raised ``KeyboardInterrupt`` wherever it landed could land in the middle of
+an update (half the optimizer's tensors stepped) or of an evaluation (the checkpoint would
+then pass an evaluation that was never written), and the checkpoint taken on the way out
+would hold that state. So inside :func:`stop_on_signals` the first SIGINT or SIGTERM only
+*asks* to stop (:func:`stop_requested`); the training loop looks after every environment
+step, the run writes its checkpoint and :func:`agents.runs.training.train` raises
+:class:`RunInterrupted`. A second signal raises ``KeyboardInterrupt`` at once (a step that
+hangs), and then no checkpoint is written: the last one, written atomically, stays.
+
+A grid's worker processes ask to stop on every signal and never raise: their parent sends
+the signal on to them when it is the one that got it, so they may receive it twice, and
+the parent itself stops them at once (SIGKILL; their last checkpoints stay) on a second
+Ctrl-C. A signal that was ignored when the process started (``nohup``, a background job)
+stays ignored.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_requested: int | None = None
+_depth = 0
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run or grid stopped by ``signum`` (SIGINT or SIGTERM) after its checkpoint."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention for a process ended by the signal: 128 + its number."""
+        return 128 + self.signum
+
+
+def stop_requested() -> int | None:
+    """The signal that asked the run to stop, or None."""
+    return _requested
+
+
+def _ask_to_stop(signum: int, frame: FrameType | None) -> None:
+    global _requested
+    if _requested is None:
+        _requested = signum
+
+
+def _ask_then_raise(signum: int, frame: FrameType | None) -> None:
+    if _requested is not None:
+        raise KeyboardInterrupt  # the second signal: stop now
+    _ask_to_stop(signum, frame)
+
+
+@contextmanager
+def stop_on_signals(escalate: bool = True) -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM ask to stop (see the module docstring); with
+    ``escalate`` a second one raises ``KeyboardInterrupt``. Nested blocks keep the
+    outermost handlers; the request is forgotten when the outermost block ends."""
+    global _depth, _requested
+    if _depth > 0:  # inside another block (or a grid worker): its handlers stay
+        _depth += 1
+        try:
+            yield
+        finally:
+            _depth -= 1
+        return
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals
+        return
+    handler = _ask_then_raise if escalate else _ask_to_stop
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    for signum, old in previous.items():
+        if old is not signal.SIG_IGN:
+            signal.signal(signum, handler)
+    _depth, _requested = 1, None
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+        _depth, _requested = 0, None
+
+
+def install_for_grid_worker() -> None:
+    """A grid worker's handlers, for the process's life: every signal asks to stop."""
+    global _depth
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _ask_to_stop)
+    _depth = 1
+
+
+@contextmanager
+def interrupt_on_signals() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise :class:`RunInterrupted` at once: for a
+    process that only waits (a grid's parent), where any point is a safe one."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise RunInterrupted(signum)
+
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    for signum, old in previous.items():
+        if old is not signal.SIG_IGN:
+            signal.signal(signum, interrupt)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
