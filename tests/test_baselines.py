@@ -107,7 +107,7 @@ def test_unknown_action_noise_settings_are_rejected():
 
 def behaviour_noise(optimizer, steps=2000, **noise):
     """(behaviour action − μ's action) / action scale, from the replay buffer; no updates."""
-    agent = small_agent(optimizer, learning_starts=10**6, action_noise=noise)
+    agent = small_agent(optimizer, learning_starts=steps, action_noise=noise)  # no update
     agent.learn(steps)
     n = len(agent.buffer)
     obs, actions = agent.buffer.obs[:n], agent.buffer.actions[:n]

@@ -67,7 +67,8 @@ def test_eval_csv_gets_the_success_column_and_keeps_it_on_resume(tmp_path):
     logger.close()
     header = (tmp_path / "eval.csv").read_text().splitlines()[0]
     assert header == "step,mean_return,std_return,episodes,wall_time,success_rate"
-    resumed = RunLogger(tmp_path, resume_step=1000)  # drops the row past the checkpoint
+    kept = [r for r in read_eval_csv(tmp_path / "eval.csv") if r["step"] <= 1000]
+    resumed = RunLogger(tmp_path, resume_step=1000, rows=kept)  # the rows to the checkpoint
     resumed.evaluation(2000, 2.0, 0.5, 4, 3.0, success_rate=1.0)
     resumed.close()
     rows = read_eval_csv(tmp_path / "eval.csv")
@@ -86,7 +87,8 @@ def test_the_success_column_is_filled_in_every_row_or_absent(tmp_path):
     older = RunLogger(tmp_path / "older")  # written before success was measured
     older.evaluation(1000, 0.0, 0.0, 4, 1.0)
     older.close()
-    resumed = RunLogger(tmp_path / "older", resume_step=1000)
+    rows = read_eval_csv(tmp_path / "older" / "eval.csv")
+    resumed = RunLogger(tmp_path / "older", resume_step=1000, rows=rows)
     resumed.evaluation(2000, 1.0, 0.0, 4, 2.0, success_rate=0.5)
     resumed.close()
     dropped = RunLogger(tmp_path / "dropped")

@@ -40,7 +40,7 @@ def evaluate(
         total, done = 0.0, False
         while not done:
             action = _finite_actions(policy.predict(obs, True), [i])
-            obs, reward, terminated, truncated = _step(env, action, i)
+            obs, reward, terminated, truncated, _ = _step(env, action, i)
             total += reward
             done = terminated or truncated
         returns.append(total)

@@ -118,6 +118,8 @@ def read_eval_csv(path: str | Path) -> list[dict[str, float]]:
         if bad:
             raise DamagedFileError(f"{where}: {bad[0]} is {row[bad[0]]}, not a finite number")
         if row["step"] <= last:
+            if row["step"] == last:  # e.g. two writers appending to one file
+                raise DamagedFileError(f"{where}: step {last} twice (two writers?)")
             raise DamagedFileError(f"{where}: step {row['step']} does not follow step {last}")
         last = row["step"]
         rows.append(row)
