@@ -36,13 +36,9 @@ def make_env(
             raise ConfigError(f"unknown environment {env!r}: {err}") from None
         except ImportError as err:  # "module:EnvId" whose module is not importable
             raise ConfigError(f"cannot import the module of environment {env!r}: {err}") from None
-        except (TypeError, ValueError) as err:
-            if env_kwargs:
-                raise ConfigError(f"{env} refuses env_kwargs {env_kwargs}: {err}") from None
-            raise ConfigError(
-                f"environment {env!r} could not be created: {type(err).__name__}: {err}"
-            ) from None
         except Exception as err:  # the env's own constructor failed
+            if env_kwargs and isinstance(err, (TypeError, ValueError)):  # a setting it refuses
+                raise ConfigError(f"{env} refuses env_kwargs {env_kwargs}: {err}") from None
             raise ConfigError(
                 f"environment {env!r} could not be created: {type(err).__name__}: {err}"
             ) from None
