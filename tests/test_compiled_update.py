@@ -21,12 +21,22 @@ import torch._inductor.config as inductor_config
 
 from agents import DDPG
 from agents.engine.compile_cache import KERNEL_ENV, kernel_cache_dir, kernel_key, kernel_set
+from agents.engine.compiled_update import CompiledUpdate
 from agents.engine.strategies import available_strategies, strategy_optimizer
 
 SMALL = dict(hidden_sizes=[32, 24], learning_starts=64, batch_size=16)
 STEPS = 100  # 36 updates after learning_starts
 
 TRACED = [s for s in available_strategies() if strategy_optimizer(s) != "noisy-kfac"]
+#: The strategies TorchInductor builds in the default suite: other tests here compile the
+#: same graphs, so after the first build each is a cache hit. Every strategy's trace is
+#: checked op by op by default (``test_traced_update_equals_eager``, ~5 s each), and built
+#: by Inductor under ``-m slow`` (a cold build takes ~20 s per strategy).
+INDUCTOR = ("vadam", "adam-plain", "adam-explore")
+#: One strategy per other actor optimizer (gaussian-action and ou-action train adam-plain's
+#: graph; their noise acts outside it).
+TRACED_ONLY = list({strategy_optimizer(s): s for s in reversed(TRACED)
+                    if strategy_optimizer(s) not in INDUCTOR}.values())  # fmt: skip
 
 pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
 
@@ -68,8 +78,32 @@ def assert_agents_close(a: DDPG, b: DDPG) -> None:
         torch.testing.assert_close(ta[name] / scale, tb[name] / scale, rtol=0, atol=2e-5, msg=name)
 
 
-@pytest.mark.parametrize("strategy", TRACED)
+def run_traced_graph(graph: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> object:
+    """The traced update itself, op by op: a backend without Inductor's code generation."""
+    return graph
+
+
+@pytest.fixture
+def traced_only(monkeypatch):
+    monkeypatch.setattr(CompiledUpdate, "backend", run_traced_graph)
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [s if s in INDUCTOR else pytest.param(s, marks=pytest.mark.slow) for s in TRACED],
+)
 def test_compiled_update_equals_eager(strategy):
+    check_equals_eager(strategy)
+
+
+@pytest.mark.parametrize("strategy", TRACED_ONLY)
+def test_traced_update_equals_eager(strategy, traced_only):
+    """What the project writes — the trace of ``ddpg_update``, its functionalisation, the
+    state written back in place, the per-step numbers as inputs — for every strategy."""
+    check_equals_eager(strategy)
+
+
+def check_equals_eager(strategy: str) -> None:
     eager, compiled = pair(strategy)
     eager.learn(STEPS)
     compiled.learn(STEPS)
@@ -84,9 +118,15 @@ def test_compiled_update_equals_eager(strategy):
     assert not torch.allclose(fresh.actor.net[0].weight, compiled.actor.net[0].weight)
 
 
-@pytest.mark.parametrize("strategy", ["vadam", "param-noise"])
-def test_layer_normalised_actor_compiles_with_its_norms_unperturbed(strategy):
+@pytest.mark.parametrize(
+    "strategy, backend",
+    [("vadam", "inductor"), ("param-noise", "traced"),
+     pytest.param("param-noise", "inductor", marks=pytest.mark.slow)],
+)  # fmt: skip
+def test_layer_normalised_actor_compiles_with_its_norms_unperturbed(strategy, backend, monkeypatch):
     """Two parameter groups (the norms never perturbed) still make one traced step."""
+    if backend == "traced":
+        monkeypatch.setattr(CompiledUpdate, "backend", run_traced_graph)
     eager, compiled = pair(strategy, layer_norm=True)
     eager.learn(STEPS)
     compiled.learn(STEPS)
@@ -96,8 +136,8 @@ def test_layer_normalised_actor_compiles_with_its_norms_unperturbed(strategy):
     assert not torch.equal(norm, torch.ones_like(norm))  # the norms were trained
 
 
-def test_mean_actor_gradient_and_explicit_settings_are_compiled_too():
-    """``actor_grad_reduction``, γ, τ and optimizer overrides reach the graph."""
+def test_mean_actor_gradient_and_explicit_settings_are_compiled_too(traced_only):
+    """``actor_grad_reduction``, γ, τ and optimizer overrides reach the graph (its trace)."""
     settings = dict(actor_grad_reduction="mean", gamma=0.9, tau=0.05, optimizer_kwargs={"lr": 3e-3})
     eager, compiled = pair("vadam", **settings)
     eager.learn(STEPS)
@@ -226,6 +266,8 @@ def in_fresh_process(mode: str, **env: str) -> dict:
     return json.loads(result.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow  # two cold builds in fresh processes, ~70 s: .ci/run's kernels pass runs it
+@pytest.mark.kernels
 def test_an_update_cached_under_other_kernels_is_compiled_again_not_loaded(tmp_path):
     """One cache directory, two fresh processes: this process's kernels, then another ATen
     capability. The second must not load the first one's graph (its C++ was generated for

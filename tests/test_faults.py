@@ -396,6 +396,7 @@ def test_restart_from_scratch_shows_no_step_twice(tmp_path, train_agent):
     assert steps["loss/critic"] == list(range(100, 1201, 100))
 
 
+@pytest.mark.slow  # ~40 s of kills at random moments; the deterministic kills are above
 def test_grid_killed_at_random_moments_completes_exactly(tmp_path):
     command = [str(Path(sys.executable).with_name("train_agent")), *TINY,
                "--opt", "vadam,adam-plain", "--seeds", "2", "--steps", "600",

@@ -33,7 +33,6 @@ from torch._guards import TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.func import functional_call, functionalize, grad_and_value
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils import _pytree as pytree
 
 from param_explore.traceable import Coefficients, StateTensors, TraceableStep, adam_traceable_step
@@ -41,6 +40,29 @@ from param_explore.traceable import Coefficients, StateTensors, TraceableStep, a
 from .compile_cache import kernel_cache_dir
 from .replay_buffer import Batch
 from .update import Learner, LossOf, UpdateTensors, ddpg_update
+
+
+def inductor_compile(graph: fx.GraphModule, inputs: list[Tensor]) -> Callable[..., object]:
+    """TorchInductor on the traced update, through its FX graph cache.
+
+    Why the tracing context: Inductor keys a graph in its cache only under a
+    ``TracingContext`` whose fake mode has a ``ShapeEnv``. TorchDynamo provides one; a
+    graph traced by ``make_fx`` has none, so without it every compile bypasses the cache
+    and lowers and builds the graph again. Every shape here is static, so an empty
+    ``ShapeEnv`` adds no guard. With it, compiling the same update again — a resumed run,
+    the next seed of a grid, in this process or a later one — loads the same compiled code
+    from the cache; tracing still runs (``docs/speed.md``: a warm start of the paper's
+    networks ~3 s instead of ~6 s).
+
+    The cache is the one of this process's kernel set (:mod:`.compile_cache`): a graph
+    compiled for other CPU instructions is never loaded.
+    """
+    # Imported here: it brings in SymPy, a second of every process's start that only a
+    # compiling run needs.
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    with kernel_cache_dir(), tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
+        return torch._inductor.compile(graph, inputs)
 
 
 class CompilationError(RuntimeError):
@@ -54,6 +76,15 @@ class CompiledUpdate:
     Raises ``param_explore.traceable.UntraceableOptimizerError`` when the actor's
     strategy has no traced form (the agent then trains eagerly).
     """
+
+    #: Turns the traced, functionalised update and its example inputs into the function
+    #: called every step: TorchInductor (:func:`inductor_compile`). The traced graph is
+    #: itself callable, so ``lambda graph, inputs: graph`` runs the trace op by op — how
+    #: the tests check every strategy's trace apart from Inductor's code generation, whose
+    #: build takes ~20 s per strategy on a cold cache.
+    backend: Callable[[fx.GraphModule, list[Tensor]], Callable[..., object]] = staticmethod(
+        inductor_compile
+    )
 
     def __init__(self, learner: Learner) -> None:
         self._learner = learner
@@ -132,7 +163,7 @@ class CompiledUpdate:
             update = functionalize(self._traced, remove="mutations")
             traced = make_fx(update, tracing_mode="fake")(*inputs)
             _skip_unused_columns(traced)
-            self._compiled = _inductor_compile(traced, inputs)
+            self._compiled = type(self).backend(traced, inputs)
         except Exception as err:  # a missing C++ compiler, an unsupported op, ...
             raise CompilationError(f"{type(err).__name__}: {str(err).strip()[:500]}") from err
 
@@ -280,22 +311,3 @@ def _skip_unused_columns(graph: fx.GraphModule) -> None:
         graph.graph.erase_node(node)
     graph.graph.lint()
     graph.recompile()
-
-
-def _inductor_compile(graph: fx.GraphModule, inputs: list[Tensor]) -> Callable[..., object]:
-    """TorchInductor on the traced update, through its FX graph cache.
-
-    Why the tracing context: Inductor keys a graph in its cache only under a
-    ``TracingContext`` whose fake mode has a ``ShapeEnv``. TorchDynamo provides one; a
-    graph traced by ``make_fx`` has none, so without it every compile bypasses the cache
-    and lowers and builds the graph again. Every shape here is static, so an empty
-    ``ShapeEnv`` adds no guard. With it, compiling the same update again — a resumed run,
-    the next seed of a grid, in this process or a later one — loads the same compiled code
-    from the cache; tracing still runs (``docs/speed.md``: a warm start of the paper's
-    networks ~3 s instead of ~6 s).
-
-    The cache is the one of this process's kernel set (:mod:`.compile_cache`): a graph
-    compiled for other CPU instructions is never loaded.
-    """
-    with kernel_cache_dir(), tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
-        return torch._inductor.compile(graph, inputs)
