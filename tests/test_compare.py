@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 import matplotlib.colors
+import matplotlib.image
 import numpy as np
 import pytest
 from rliable import metrics
@@ -203,3 +204,43 @@ def test_several_run_directories_with_labels_and_a_strategy_filter(tmp_path, cap
         main([str(first), str(second), "--labels", "only-one"])
     assert exit_info.value.code == 2
     assert "--labels names 1 directories, 2 were given" in capsys.readouterr().err
+
+
+def test_success_rates_of_a_sparse_task_are_tabulated_and_drawn(tmp_path):
+    """Hand values: three seeds of one strategy, success rates 0 → 0.5 → 1, 0 → 0 → 0 and
+    0 → 0.25 → 0.5 at 10 k, 20 k, 30 k; a second strategy never succeeds. A dense task's
+    comparison writes no success files."""
+    env_dir = tmp_path / "SparseMountainCar-v0"
+    success = {
+        "param-noise": [[0.0, 0.5, 1.0], [0.0, 0.0, 0.0], [0.0, 0.25, 0.5]],
+        "adam-plain": [[0.0, 0.0, 0.0]] * 3,
+    }
+    for strategy, per_seed in success.items():
+        for seed, rates in enumerate(per_seed):
+            logger = RunLogger(env_dir / strategy / f"seed{seed}")
+            for step, rate in zip((10_000, 20_000, 30_000), rates):
+                logger.evaluation(step, -100.0 + 50 * rate, 1.0, 20, 0.0, success_rate=rate)
+            logger.close()
+    out = tmp_path / "report"
+    assert main([str(env_dir), "--out", str(out), *REPS]) == 0
+    with open(out / "success.csv", newline="") as f:
+        rows = {row["strategy"]: row for row in csv.DictReader(f)}
+    found = rows["param-noise"]
+    assert found["env"] == "SparseMountainCar-v0" and int(found["seeds"]) == 3
+    # final: 1, 0, 0.5 → mean 0.5, s.e. 0.5 / √3; over the curve (trapezoid / 20 k):
+    # 10 k·(0.25 + 0.75) / 20 k = 0.5, 0, 10 k·(0.125 + 0.375) / 20 k = 0.25 → mean 0.25
+    assert float(found["final_mean"]) == pytest.approx(0.5)
+    assert float(found["final_se"]) == pytest.approx(0.5 / math.sqrt(3))
+    assert float(found["auc_mean"]) == pytest.approx(0.25)
+    assert int(found["seeds_reaching_goal"]) == 2
+    assert int(rows["adam-plain"]["seeds_reaching_goal"]) == 0
+    report = (out / "comparison.md").read_text()
+    assert "| param-noise | 0.50 ± 0.29 (2/3) |" in report
+    assert "| adam-plain | 0.00 ± 0.00 (0/3) |" in report
+    image = matplotlib.image.imread(out / "success.png")
+    assert image.ndim == 3 and image.shape[0] > 200
+
+    dense = tmp_path / "dense"
+    assert main([str(write_runs(tmp_path, {"vadam": 0.0})), "--out", str(dense), *REPS]) == 0
+    assert not (dense / "success.csv").exists() and not (dense / "success.png").exists()
+    assert "## Success rate" not in (dense / "comparison.md").read_text()

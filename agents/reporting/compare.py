@@ -16,7 +16,11 @@ writes to DIR (default: the first RUNS_DIR):
   curve (the curve's average return over its steps, trapezoid rule), each mean ± standard
   error; ``comparison.md`` goes on with the interval estimates
   (:mod:`agents.reporting.interval_report`: ``intervals.{csv,png}``,
-  ``probability_of_improvement.{csv,png}``, ``performance_profile.png``).
+  ``probability_of_improvement.{csv,png}``, ``performance_profile.png``);
+* for tasks scored by success rate (sparse rewards), ``success.{png,csv}`` and a section
+  of ``comparison.md``: the success-rate curves, and per strategy and task the final
+  success rate and how many seeds ever reached the goal
+  (:mod:`agents.reporting.success_report`).
 
 Tasks: a task is an env, read from each run's ``config.yaml``. Several RUNS_DIRs of
 different envs are several tasks, compared per task and aggregated across tasks; several
@@ -58,6 +62,7 @@ from .references import (
 )
 from .run_files import load_runs
 from .strategy_aggregates import AGGREGATE_DIR, BANDS, write_strategy_aggregates
+from .success_report import SUCCESS_FILES, write_success_report
 from .task_scores import Task, group_tasks
 
 #: The published table's early columns (``docs/decisions.md#published-curves``).
@@ -75,6 +80,7 @@ OUTPUTS = {
     "probability_of_improvement.csv",
     "probability_of_improvement.png",
     "performance_profile.png",
+    *SUCCESS_FILES,
 }
 
 MeanSE = tuple[float, float]
@@ -204,8 +210,14 @@ def _tables(rows: list[dict], columns: list[tuple[str, str]], checkpoints, runs,
             line += [row.get(f"published_step_at_{s}", "") for s in checkpoints if runs]
             writer.writerow(line)
 
-    def fmt(value: object) -> str:
-        return "–" if value is None else f"{value[0]:.0f} ± {value[1]:.0f}"
+    def fmt(value: object, digits: int) -> str:
+        return "–" if value is None else f"{value[0]:.{digits}f} ± {value[1]:.{digits}f}"
+
+    def digits(row: dict) -> int:
+        """Whole numbers for returns in the hundreds (HalfCheetah's), two decimals for
+        returns near 1 (a sparse task's reward of 1 at the goal)."""
+        means = [abs(row[key][0]) for key, _ in columns if row.get(key) is not None]
+        return 0 if max(means, default=0.0) >= 100 else 2
 
     titles = []
     for key, title in columns:
@@ -217,7 +229,7 @@ def _tables(rows: list[dict], columns: list[tuple[str, str]], checkpoints, runs,
     first = "| strategy | env | seeds | " if several else "| strategy | seeds | "
     lines = [first + " | ".join(titles) + " |", "|---|---|" + "---|" * (len(titles) + several)]
     for row in rows:
-        cells = [fmt(row.get(key)) for key, _ in columns]
+        cells = [fmt(row.get(key), digits(row)) for key, _ in columns]
         env = f"{row['env']} | " if several else ""
         lines.append(f"| {row['strategy']} | {env}{row['seeds']} | " + " | ".join(cells) + " |")
     return lines
@@ -288,6 +300,7 @@ def write_outputs(
     colors = method_colors(curves)
     section, interval_notes = write_interval_report(tasks, out_dir, colors, reps, seed)
     notes += interval_notes
+    section += write_success_report(tasks, out_dir, colors)
     (out_dir / "comparison.md").write_text("\n".join(lines) + "\n" + note + "\n" + section)
 
     published = published_by_strategy if name is not None else {}
