@@ -79,7 +79,7 @@ def test_a_run_with_the_bonus_logs_checkpoints_and_resumes_it(tmp_path, train_ag
     args = [*RUN, "--bonus", "vime", "--set", "bonus.posterior=noisy-adam", *TINY_SET]
     result = train_agent(*args, "--steps", "200", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    run_dir = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0"
+    run_dir = tmp_path / "out" / "Pendulum-v1" / "vadam+vime-noisy-adam" / "seed0"
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["bonus"] == {"kind": "vime", "posterior": "noisy-adam", **TINY}
     logged = bonus_scalars(run_dir)
@@ -95,8 +95,14 @@ def test_a_run_with_the_bonus_logs_checkpoints_and_resumes_it(tmp_path, train_ag
     assert state["bonus"]["num_fits"] == 4  # continued: 300 and 400 on top of the two
     assert state["bonus"]["pool"]["size"] == 400
 
-    # The same run without the bonus is another run: refused with one line.
-    line = error_line(train_agent(*RUN, "--steps", "600", "--resume", cwd=tmp_path))
+    # Without the bonus it is another method, in its own directory beside this one.
+    plain = train_agent(*RUN, "--steps", "200", cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    plain_dir = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0"
+    assert not yaml.safe_load((plain_dir / "config.yaml").read_text())["bonus"]
+    # Other bonus settings in the bonus run's directory are refused with one line.
+    other = ["--set", "bonus.eta=0.5", "--steps", "600", "--resume"]
+    line = error_line(train_agent(*args, *other, cwd=tmp_path))
     assert "different config" in line and "bonus" in line
 
 

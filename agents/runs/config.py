@@ -94,8 +94,16 @@ class TrainConfig(DDPGConfig):
         return DDPGConfig(**values)
 
     def run_dir(self) -> Path:
-        """``<logdir>/<env>/<strategy>[-sb3]/seed<k>``: TensorBoard overlays runs per env."""
-        name = self.strategy if self.engine == "native" else f"{self.strategy}-{self.engine}"
+        """``<logdir>/<env>/<strategy>[+vime-<posterior>][-sb3]/seed<k>``: TensorBoard
+        overlays runs per env, and a strategy with a curiosity bonus is another method
+        (``vadam`` and ``vadam+vime-noisy-kfac`` side by side in one grid's logdir, and in
+        ``compare_runs``)."""
+        name = self.strategy
+        bonus = bonus_config(self.bonus)
+        if bonus is not None:
+            name += f"+{bonus.kind}-{bonus.posterior}"
+        if self.engine != "native":
+            name += f"-{self.engine}"
         return Path(self.logdir) / self.env / name / f"seed{self.seed}"
 
 
