@@ -25,9 +25,49 @@ from typing import Any, Literal
 import yaml
 
 from ..curiosity.config import bonus_config
-from ..engine.config import DDPGConfig, check_seed, require, upgrade_config_keys
+from ..engine.config import DDPGConfig, check_seed, coerce_fields, require, upgrade_config_keys
 from ..engine.strategies import strategy_optimizer
 from ..errors import ConfigError
+
+#: The strategy a TRPO run records: it explores through its own Gaussian policy.
+TRPO_STRATEGY = "trpo"
+
+
+@dataclass
+class TRPOSettings:
+    """sb3-contrib TRPO's settings a run exposes (``trpo:`` mapping; defaults and their
+    anchors in ``docs/decisions.md#trpo``)."""
+
+    #: Steps per rollout (one policy update each): VIME's batch of 5000 steps.
+    n_steps: int = 5000
+    #: Maximum KL divergence of an update: VIME's step size 0.01 (sb3-contrib's default).
+    target_kl: float = 0.01
+    #: GAE's λ: 1.0 as VIME's BatchPolopt (sb3-contrib's default is 0.95).
+    gae_lambda: float = 1.0
+    #: Minibatch of the value function's updates (sb3-contrib's default).
+    batch_size: int = 128
+
+    def validate(self) -> None:
+        coerce_fields(self, prefix="trpo.")
+        require(self.n_steps >= 2, f"trpo.n_steps must be >= 2, got {self.n_steps}")
+        require(self.target_kl > 0, f"trpo.target_kl must be > 0, got {self.target_kl}")
+        require(
+            0 <= self.gae_lambda <= 1, f"trpo.gae_lambda must be in [0, 1], got {self.gae_lambda}"
+        )
+        require(self.batch_size >= 1, f"trpo.batch_size must be >= 1, got {self.batch_size}")
+
+
+def trpo_settings(values: Any) -> TRPOSettings:
+    """A ``trpo:`` mapping as validated :class:`TRPOSettings`; one clear line otherwise."""
+    require(isinstance(values, dict), f"trpo must be a mapping of settings, got {values!r}")
+    valid = [f.name for f in dataclasses.fields(TRPOSettings)]
+    for key in values:
+        close = difflib.get_close_matches(str(key), valid, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        require(key in valid, f"unknown trpo setting {key!r}{hint}; known: {', '.join(valid)}")
+    settings = TRPOSettings(**values)
+    settings.validate()
+    return settings
 
 
 @dataclass
@@ -57,6 +97,11 @@ class TrainConfig(DDPGConfig):
     device: str = "auto"
     #: ``native`` (this project's DDPG) or ``sb3`` (SB3's DDPG with ParamExplorePolicy).
     engine: Literal["native", "sb3"] = "native"
+    #: The learner: ``ddpg`` (either engine) or ``trpo`` (sb3-contrib's TRPO, ``engine: sb3``),
+    #: which explores through its own Gaussian policy: its ``strategy`` is ``trpo``.
+    algo: Literal["ddpg", "trpo"] = "ddpg"
+    #: TRPO's settings (:class:`TRPOSettings`), with ``algo: trpo`` only.
+    trpo: dict[str, Any] = field(default_factory=dict)
     #: A run's updates are compiled unless asked not to (``--no-compile``): None means
     #: compiled on the native engine (SB3 runs its own update code). Strategies without
     #: a traced form, and machines without a C++ compiler, train eagerly with a warning.
@@ -67,8 +112,13 @@ class TrainConfig(DDPGConfig):
 
     def validate(self) -> None:
         super().validate()
+        self._check_algo()
         if bonus_config(self.bonus) is not None:  # one clear line for a bad setting
-            require(self.engine == "native", "a curiosity bonus runs on the native engine only")
+            require(
+                self.engine == "native" or self.algo == "trpo",
+                "a curiosity bonus with DDPG runs on the native engine only (on the sb3 "
+                "engine, with --algo trpo)",
+            )
         check_seed(self.seed)
         require(
             self.max_episode_steps is None or self.max_episode_steps > 0,
@@ -85,6 +135,32 @@ class TrainConfig(DDPGConfig):
             not (self.compile and self.engine == "sb3"),
             "compile applies to the native engine only (SB3 runs its own update code)",
         )
+
+    def check_strategy(self) -> None:
+        if self.algo != "trpo":  # a TRPO run's strategy is checked in _check_algo
+            super().check_strategy()
+
+    def _check_algo(self) -> None:
+        """``algo: trpo`` runs on the sb3 engine, without DDPG's exploration settings."""
+        if self.algo == "ddpg":
+            require(not self.trpo, "trpo settings apply with --algo trpo only")
+            return
+        require(self.engine == "sb3", "--algo trpo runs on the sb3 engine only (--engine sb3)")
+        require(
+            self.strategy == TRPO_STRATEGY,
+            f"--algo trpo explores through TRPO's own Gaussian policy, so a weight-noise "
+            f"strategy ({self.strategy}) does not apply: leave --opt out",
+        )
+        for key in ("optimizer_kwargs", "action_noise"):
+            require(
+                not getattr(self, key),
+                f"{key} applies to a DDPG exploration strategy, not to --algo trpo",
+            )
+        require(
+            not self.save_replay_buffer,
+            "save_replay_buffer applies to DDPG's replay buffer; TRPO keeps none",
+        )
+        trpo_settings(self.trpo)
 
     def agent_config(self) -> DDPGConfig:
         names = {f.name for f in dataclasses.fields(DDPGConfig)}
@@ -221,16 +297,22 @@ def resolve_config(
     flag_values = {k: v for k, v in flags.items() if v is not None}
     _check_keys(flag_values, "the command line")
 
-    name = (
-        strategy
-        or set_values.get("strategy")
-        or file_values.get("strategy")
-        or TrainConfig.strategy
-    )
-    try:
-        strategy_optimizer(name)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    given = strategy or set_values.get("strategy") or file_values.get("strategy")
+    algo = flag_values.get("algo") or set_values.get("algo") or file_values.get("algo")
+    if algo == "trpo":
+        # No weight-noise strategy applies; the run records ``trpo`` (its preset).
+        require(
+            given in (None, TRPO_STRATEGY),
+            f"--algo trpo explores through TRPO's own Gaussian policy, so a weight-noise "
+            f"strategy ({given}) does not apply: leave --opt out",
+        )
+        name = TRPO_STRATEGY
+    else:
+        name = given or TrainConfig.strategy
+        try:
+            strategy_optimizer(name)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     preset = load_yaml(preset_path(name))
     _check_keys(preset, f"preset {name}")
 

@@ -46,6 +46,7 @@ from ..errors import (
     os_error_reason,
 )
 from ..sb3.agent import SB3Agent
+from ..sb3.trpo_agent import SB3TRPOAgent
 from ..tasks import with_task_report
 from .config import TrainConfig, load_run_config, save_config
 from .run_lock import LOCK_FILE, run_dir_lock
@@ -78,7 +79,8 @@ RESUMABLE_CHANGES = {
 
 
 class RunnableAgent(Protocol):
-    """What a run needs of an engine: :class:`DDPG` and :class:`SB3Agent` provide it."""
+    """What a run needs of an engine: :class:`DDPG`, :class:`SB3Agent` and
+    :class:`SB3TRPOAgent` provide it."""
 
     checkpoint_name: str
     num_timesteps: int
@@ -459,7 +461,8 @@ def _train_locked(
             print(f"{run_dir}: already complete ({resume_step} steps)", flush=True)
             return run_dir
         rows = _eval_rows_to_keep(run_dir, config, resume_step)
-        if resume_step > 0 and "buffer_saved" in metadata and not metadata["buffer_saved"]:
+        no_buffer = "buffer_saved" in metadata and not metadata["buffer_saved"]
+        if resume_step > 0 and no_buffer and config.algo == "ddpg":
             print(
                 f"{run_dir}: resuming at step {resume_step} without the replay buffer "
                 "(save_replay_buffer: false): it refills from new experience, so the run "
@@ -565,6 +568,8 @@ def make_agent(config: TrainConfig, env: gym.Env | None = None) -> RunnableAgent
             "would never return, and checkpoints wait for an episode's end); give it one "
             "with --set max_episode_steps=N"
         )
+    if config.algo == "trpo":
+        return SB3TRPOAgent(env, config, bonus=make_bonus(config, env))
     if config.engine == "sb3":
         return SB3Agent(env, config.agent_config(), seed=config.seed, device=config.device)
     return DDPG(

@@ -39,43 +39,20 @@ from ..engine.ddpg import Callback, resolve_device
 from ..engine.envs import env_id, make_env
 from ..engine.memory import check_memory
 from ..engine.strategies import make_action_noise, strategy_optimizer
-from ..errors import CheckpointError, EnvironmentFailure, NonFiniteDataError
+from .common import (
+    LOAD_ERRORS,
+    CheckedEnv,
+    StopLearning,
+    check_step,
+    mismatch,
+    numpy_global_state,
+    report_episode_end,
+    set_numpy_global_state,
+)
 from .policy import ParamExploreCallback, ParamExplorePolicy
 
 #: The replay buffer's arrays a checkpoint keeps (the stored part only).
 _BUFFER_ARRAYS = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts")
-
-
-class _StopLearning(Exception):
-    """Ends ``model.learn`` between two steps, where the run callback asked it to."""
-
-
-class _CheckedEnv(gym.Wrapper):
-    """The env as SB3 sees it: its exceptions become :class:`EnvironmentFailure`, and the
-    state of its random generator before each reset is kept, for a resumed run to start
-    the episode an uninterrupted one would (SB3 resets at an episode's end, before the
-    step's checkpoint)."""
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        self.rng_before_reset: dict[str, Any] | None = None
-
-    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
-        self.rng_before_reset = self.env.unwrapped.np_random.bit_generator.state
-        try:
-            return self.env.reset(**kwargs)
-        except Exception as err:
-            raise EnvironmentFailure(
-                f"{env_id(self)} raised {type(err).__name__}: {err} in reset"
-            ) from err
-
-    def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict]:
-        try:
-            return self.env.step(action)
-        except Exception as err:
-            raise EnvironmentFailure(
-                f"{env_id(self)} raised {type(err).__name__}: {err} in step"
-            ) from err
 
 
 class _RunBridge(BaseCallback):
@@ -92,28 +69,8 @@ class _RunBridge(BaseCallback):
 
     def _on_step(self) -> bool:
         # After env.step and before the transition is stored.
-        rewards, observations = self.locals["rewards"], self.locals["new_obs"]
-        step = self.model.num_timesteps
-        actions = self.locals["actions"]
-        if not np.isfinite(actions).all():  # the policy's fault, not the env's
-            raise NonFiniteDataError(
-                f"non-finite action ({actions.tolist()}) from the actor at step {step}: its "
-                "weights are no longer finite (an update diverged: a learning rate too large?); "
-                "training stopped"
-            )
-        if not np.isfinite(rewards).all():
-            raise NonFiniteDataError(
-                f"non-finite reward ({rewards.tolist()}) at step {step}; training stopped"
-            )
-        if not np.isfinite(observations).all():
-            raise NonFiniteDataError(
-                f"non-finite observation ({observations.tolist()}) at step {step}; training stopped"
-            )
-        dones, infos = self.locals["dones"], self.locals["infos"]
-        self.agent.episode_ended = bool(dones[0])
-        if dones[0] and "episode" in infos[0]:
-            episode = infos[0]["episode"]
-            self.run_callback.on_episode_end(self.agent, float(episode["r"]), int(episode["l"]))
+        check_step(self.locals, self.model.num_timesteps)
+        self.agent.episode_ended = report_episode_end(self.locals, self.agent, self.run_callback)
         return True
 
     def _on_rollout_start(self) -> None:
@@ -125,7 +82,7 @@ class _RunBridge(BaseCallback):
             self.agent.steps_done = self.model.num_timesteps
             self.agent.between_episodes = self.agent.episode_ended
             if not self.run_callback.on_step(self.agent):
-                raise _StopLearning
+                raise StopLearning
 
     def _on_training_end(self) -> None:
         self._finish_step()  # the last step, whose update SB3 has just made
@@ -142,7 +99,7 @@ class SB3Agent:
         check_seed(seed)
         self.config = config
         self.seed = seed
-        self.env = _CheckedEnv(make_env(env))
+        self.env = CheckedEnv(make_env(env))
         self.env_id = env_id(self.env)
         self.device = resolve_device(device)
         check_memory(
@@ -201,7 +158,7 @@ class SB3Agent:
         callbacks = CallbackList([ParamExploreCallback(), _RunBridge(self, callback)])
         try:
             self.model.learn(total_steps, callback=callbacks, reset_num_timesteps=False)
-        except _StopLearning:
+        except StopLearning:
             pass
         finally:
             callback.on_training_end(self)
@@ -252,7 +209,7 @@ class SB3Agent:
             },
             "generators": {
                 "torch": torch.get_rng_state(),
-                "numpy": _numpy_global_state(),
+                "numpy": numpy_global_state(),
                 "action_space": model.action_space.np_random.bit_generator.state,
                 "action_noise": self._noise_generator.get_state(),
                 "env_before_reset": self.env.rng_before_reset,
@@ -296,12 +253,8 @@ class SB3Agent:
             check(state.get("metadata", {}))
         try:
             self._load_state(state)
-        except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
-            detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
-            raise CheckpointError(
-                f"checkpoint {path} does not match this run's networks or optimizer: "
-                f"{type(err).__name__}: {detail}"
-            ) from None
+        except LOAD_ERRORS as err:
+            raise mismatch(path, err) from None
         return state.get("metadata", {})
 
     def _load_state(self, state: dict[str, Any]) -> None:
@@ -319,7 +272,7 @@ class SB3Agent:
         model.num_timesteps = self.steps_done = counters["num_timesteps"]
         model.actor.optimizer.skipped_steps = counters["skipped_updates"]
         torch.set_rng_state(generators["torch"])
-        _set_numpy_global_state(generators["numpy"])
+        set_numpy_global_state(generators["numpy"])
         model.action_space.np_random.bit_generator.state = generators["action_space"]
         self._noise_generator.set_state(generators["action_noise"])
         self.between_episodes = self.episode_ended = bool(state["at_episode_boundary"])
@@ -331,22 +284,3 @@ class SB3Agent:
             for name in _BUFFER_ARRAYS:
                 getattr(buffer, name)[:size] = saved[name].numpy()
             buffer.pos, buffer.full = saved["pos"], saved["full"]
-
-
-def _numpy_global_state() -> dict[str, Any]:
-    """NumPy's global generator (SB3 samples minibatches from it) as plain data."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    return {
-        "name": name,
-        "keys": torch.from_numpy(keys.astype(np.int64)),
-        "pos": int(pos),
-        "has_gauss": int(has_gauss),
-        "cached_gaussian": float(cached),
-    }
-
-
-def _set_numpy_global_state(state: dict[str, Any]) -> None:
-    keys = state["keys"].numpy().astype(np.uint32)
-    np.random.set_state(
-        (state["name"], keys, state["pos"], state["has_gauss"], state["cached_gaussian"])
-    )
