@@ -13,6 +13,8 @@ Run directory ``<logdir>/<env>/<optimizer>/seed<k>/``::
 Checkpoints are written when a run starts (step 0), at the first episode end after every
 ``checkpoint_every`` steps, at the end of training, on Ctrl-C and SIGTERM, and when the
 environment fails or gives a non-finite number — never of a state that is not finite.
+With ``algo: trpo`` "the end of an episode" is the end of a rollout (its update done): a
+due checkpoint and a stop request wait for it (:mod:`agents.sb3.trpo_agent`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..curiosity import VimeBonus, bonus_config, make_vime_bonus
+from ..curiosity.sb3 import VimeCallback
 from ..engine.config import upgrade_config_keys
 from ..engine.ddpg import DDPG, Callback, resolve_device
 from ..engine.envs import episode_limit, make_env
@@ -569,7 +572,9 @@ def make_agent(config: TrainConfig, env: gym.Env | None = None) -> RunnableAgent
             "with --set max_episode_steps=N"
         )
     if config.algo == "trpo":
-        return SB3TRPOAgent(env, config, bonus=make_bonus(config, env))
+        bonus = make_bonus(config, env)
+        vime = VimeCallback(bonus=bonus) if bonus is not None else None
+        return SB3TRPOAgent(env, config, bonus_callback=vime)
     if config.engine == "sb3":
         return SB3Agent(env, config.agent_config(), seed=config.seed, device=config.device)
     return DDPG(

@@ -28,26 +28,24 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 from stable_baselines3 import DDPG as SB3DDPG
-from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.callbacks import BaseCallback
 
-from ..engine.checkpoints import check_origin, read_checkpoint, save_finite
 from ..engine.config import DDPGConfig, check_seed
 from ..engine.ddpg import Callback, resolve_device
 from ..engine.envs import env_id, make_env
 from ..engine.memory import check_memory
 from ..engine.strategies import make_action_noise, strategy_optimizer
 from .common import (
-    LOAD_ERRORS,
     CheckedEnv,
+    SB3RunAgent,
     StopLearning,
     check_step,
-    mismatch,
-    numpy_global_state,
+    generator_states,
+    load_checked,
     report_episode_end,
-    set_numpy_global_state,
+    restore_generators,
 )
 from .policy import ParamExploreCallback, ParamExplorePolicy
 
@@ -88,10 +86,12 @@ class _RunBridge(BaseCallback):
         self._finish_step()  # the last step, whose update SB3 has just made
 
 
-class SB3Agent:
+class SB3Agent(SB3RunAgent):
     """An SB3 DDPG model with ``ParamExplorePolicy``, configured like the native agent."""
 
     checkpoint_name = "latest.pt"
+    loss_names = (("critic", "train/critic_loss"), ("actor", "train/actor_loss"))
+    checked_state = ("policy", "actor_optimizer", "critic_optimizer")
 
     def __init__(
         self, env: str | gym.Env, config: DDPGConfig, seed: int, device: str = "auto"
@@ -154,24 +154,8 @@ class SB3Agent:
     def num_timesteps(self) -> int:
         return self.model.num_timesteps
 
-    def learn(self, total_steps: int, callback: Callback) -> SB3Agent:
-        callbacks = CallbackList([ParamExploreCallback(), _RunBridge(self, callback)])
-        try:
-            self.model.learn(total_steps, callback=callbacks, reset_num_timesteps=False)
-        except StopLearning:
-            pass
-        finally:
-            callback.on_training_end(self)
-        return self
-
-    def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        return self.model.predict(obs, deterministic=deterministic)[0]
-
-    def pop_losses(self) -> dict[str, float]:
-        """SB3's latest recorded losses (it keeps no running mean between dumps)."""
-        values = self.model.logger.name_to_value
-        names = {"critic": "train/critic_loss", "actor": "train/actor_loss"}
-        return {k: float(values[v]) for k, v in names.items() if v in values}
+    def sb3_callbacks(self, callback: Callback) -> list[BaseCallback]:
+        return [ParamExploreCallback(), _RunBridge(self, callback)]
 
     def bonus_statistics(self) -> dict[str, float]:
         """No curiosity bonus runs on this engine yet (the run's config refuses one)."""
@@ -208,11 +192,8 @@ class SB3Agent:
                 "skipped_updates": self.skipped_updates,
             },
             "generators": {
-                "torch": torch.get_rng_state(),
-                "numpy": numpy_global_state(),
-                "action_space": model.action_space.np_random.bit_generator.state,
+                **generator_states(model, self.env.rng_before_reset),
                 "action_noise": self._noise_generator.get_state(),
-                "env_before_reset": self.env.rng_before_reset,
             },
             "at_episode_boundary": self.between_episodes,
         }
@@ -230,50 +211,24 @@ class SB3Agent:
             }
         return state
 
-    def save(
-        self,
-        path: str | Path,
-        include_buffer: bool = False,
-        metadata: dict[str, Any] | None = None,
-    ) -> None:
-        """Write the agent (and ``metadata``: plain data) to ``path`` atomically; a state
-        with a non-finite weight or optimizer tensor is not written (NonFiniteDataError)."""
-        checked = ("policy", "actor_optimizer", "critic_optimizer")
-        save_finite(self.state_dict(include_buffer), path, checked, metadata)
-
     def load_checkpoint(
         self, path: str | Path, check: Callable[[dict[str, Any]], None] | None = None
     ) -> dict[str, Any]:
         """Continue from a file written by :meth:`save` for this run (its env and
         strategy); return the ``metadata`` saved with it, which ``check`` sees before
         anything is loaded. Anything else raises :class:`CheckpointError` naming the file."""
-        state = read_checkpoint(path, self.device, engine="sb3")
-        check_origin(state, path, self.env_id, self.config.strategy)
-        if check is not None:
-            check(state.get("metadata", {}))
-        try:
-            self._load_state(state)
-        except LOAD_ERRORS as err:
-            raise mismatch(path, err) from None
-        return state.get("metadata", {})
+        return load_checked(self, path, "sb3", self.config.strategy, check)
 
     def _load_state(self, state: dict[str, Any]) -> None:
         generators = state["generators"]
-        if generators["env_before_reset"] is not None:
-            # A model that seeds nothing, so that its first reset continues the env's
-            # generator where the interrupted run left it instead of seeding it again.
-            self.model = self._build(seed=None)
-            self.env.unwrapped.np_random.bit_generator.state = generators["env_before_reset"]
-        model = self.model
+        # Generators first: the model may be rebuilt (unseeded) before the weights load.
+        model = restore_generators(self, generators)
         model.policy.load_state_dict(state["policy"])
         model.actor.optimizer.load_state_dict(state["actor_optimizer"])
         model.critic.optimizer.load_state_dict(state["critic_optimizer"])
         counters = state["counters"]
         model.num_timesteps = self.steps_done = counters["num_timesteps"]
         model.actor.optimizer.skipped_steps = counters["skipped_updates"]
-        torch.set_rng_state(generators["torch"])
-        set_numpy_global_state(generators["numpy"])
-        model.action_space.np_random.bit_generator.state = generators["action_space"]
         self._noise_generator.set_state(generators["action_noise"])
         self.between_episodes = self.episode_ended = bool(state["at_episode_boundary"])
         if "buffer" in state:

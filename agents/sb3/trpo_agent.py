@@ -5,14 +5,16 @@ as :class:`agents.sb3.agent.SB3Agent` does for DDPG, so a TRPO run writes the sa
 directory (``<env>/trpo[+vime-<posterior>]-sb3/seed<k>``), eval CSV and TensorBoard tags.
 TRPO explores through its own Gaussian policy (its state-independent log σ is logged as
 ``explore/action_std``): no weight-noise strategy applies. Its settings are the run's
-``trpo:`` mapping (:class:`agents.runs.config.TRPOSettings`), the networks ``hidden_sizes``
+``trpo:`` mapping (:class:`agents.sb3.trpo_config.TRPOSettings`), the networks ``hidden_sizes``
 (policy and value function alike), the discount ``gamma``.
 
-With a bonus (``bonus: {kind: vime, ...}``) the run's :class:`VimeBonus` (seeded as the
-native engine's, :func:`agents.runs.training.make_bonus`) is given to
-:class:`agents.curiosity.sb3.VimeCallback`, which rescores every rollout with it; its
-``bonus/*`` and ``dynamics/*`` scalars reach the run's TensorBoard through
-:meth:`SB3TRPOAgent.bonus_statistics`. Episode returns and evaluations stay the task's own.
+With a bonus (``bonus: {kind: vime, ...}``) the run gives the agent a
+:class:`agents.curiosity.sb3.VimeCallback` holding the run's :class:`VimeBonus` (seeded
+as the native engine's, :func:`agents.runs.training.make_bonus`), which rescores every
+rollout; its ``bonus/*`` and ``dynamics/*`` scalars reach the run's TensorBoard through
+:meth:`SB3TRPOAgent.bonus_statistics`, its bonus is checkpointed. Episode returns and
+evaluations stay the task's own. (The agent knows the callback only by those two
+attributes, :class:`BonusCallback`: the sb3 family sits below curiosity's.)
 
 **Rollout boundaries.** TRPO updates once per rollout of ``trpo.n_steps`` steps, and SB3
 starts every rollout with an empty rollout buffer: a state in the middle of a rollout
@@ -37,34 +39,30 @@ import dataclasses
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
-import numpy as np
 import torch
 from sb3_contrib import TRPO
-from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.callbacks import BaseCallback
 
-from ..curiosity import VimeBonus
-from ..curiosity.sb3 import VimeCallback
-from ..engine.checkpoints import check_origin, read_checkpoint, save_finite
 from ..engine.config import check_seed
 from ..engine.ddpg import Callback, resolve_device
 from ..engine.envs import env_id
-from ..runs.config import TRPO_STRATEGY, TrainConfig, trpo_settings
-from .common import (
-    LOAD_ERRORS,
-    CheckedEnv,
-    StopLearning,
-    check_step,
-    mismatch,
-    numpy_global_state,
-    report_episode_end,
-    set_numpy_global_state,
-)
+from . import common
+from .trpo_config import TRPO_STRATEGY, trpo_settings
 
 #: The engine a TRPO checkpoint records (``read_checkpoint`` refuses another's).
 ENGINE = "sb3-trpo"
+
+
+class BonusCallback(Protocol):
+    """An SB3 callback that adds a curiosity bonus to each rollout (``VimeCallback``)."""
+
+    #: The bonus, with ``state_dict(include_pool=True)`` and ``load_state_dict``.
+    bonus: Any
+    #: The scalars of its latest rollout.
+    statistics: dict[str, float]
 
 
 class _RolloutBridge(BaseCallback):
@@ -82,8 +80,9 @@ class _RolloutBridge(BaseCallback):
 
     def _on_step(self) -> bool:
         # After env.step; the transition is stored in the rollout buffer after this.
-        check_step(self.locals, self.model.num_timesteps)
-        self.agent.episode_ended = report_episode_end(self.locals, self.agent, self.run_callback)
+        common.check_step(self.locals, self.model.num_timesteps)
+        ended = common.report_episode_end(self.locals, self.agent, self.run_callback)
+        self.agent.episode_ended = ended
         if self.locals["n_steps"] + 1 >= self.model.n_steps:
             self._boundary_pending = True  # called once the rollout's update is done
         else:
@@ -109,33 +108,41 @@ class _RolloutBridge(BaseCallback):
             self.agent.at_boundary = False
         # The run's end stops at once; a stop request waits for the rollout's end.
         if not go_on and (boundary or self.model.num_timesteps >= self.model._total_timesteps):
-            raise StopLearning
+            raise common.StopLearning
 
 
-class SB3TRPOAgent:
-    """An sb3-contrib TRPO model configured by a run's :class:`TrainConfig`."""
+class SB3TRPOAgent(common.SB3RunAgent):
+    """An sb3-contrib TRPO model configured by a run's ``TrainConfig``."""
 
     checkpoint_name = "latest.pt"
+    #: The latest update's losses.
+    loss_names = (
+        ("policy_objective", "train/policy_objective"),
+        ("value", "train/value_loss"),
+        ("kl", "train/kl_divergence_loss"),
+    )
+    checked_state = ("policy", "optimizer")
 
     def __init__(
         self,
         env: gym.Env,
-        config: TrainConfig,
-        bonus: VimeBonus | None = None,
+        config: Any,
+        bonus_callback: BonusCallback | None = None,
     ) -> None:
+        """``config``: the run's ``TrainConfig`` (``seed``, ``device``, ``gamma``,
+        ``hidden_sizes``, ``trpo``)."""
         check_seed(config.seed)
         self.config = config
         self.seed = config.seed
         self.settings = trpo_settings(config.trpo)
-        self.env = CheckedEnv(env)
+        self.env = common.CheckedEnv(env)
         self.env_id = env_id(self.env)
         self.device = resolve_device(config.device)
-        self.bonus = bonus
+        self.bonus_callback = bonus_callback
         self.model = self._build(self.seed)
         #: Whether the run's callback is called at a rollout boundary (checkpoints then).
         self.at_boundary = False
         self.episode_ended = True
-        self._vime: VimeCallback | None = None
 
     def _build(self, seed: int | None) -> TRPO:
         """The model the config describes; ``seed`` None seeds nothing (a checkpoint's
@@ -168,38 +175,17 @@ class SB3TRPOAgent:
         """Whether a checkpoint may be taken now: at a rollout boundary only."""
         return self.at_boundary
 
-    def learn(self, total_steps: int, callback: Callback) -> SB3TRPOAgent:
-        callbacks: list[BaseCallback] = [_RolloutBridge(self, callback)]
-        if self.bonus is not None:
-            self._vime = VimeCallback(bonus=self.bonus)
-            callbacks.insert(0, self._vime)  # rescores a rollout before the run sees it
-        try:
-            callback_list = CallbackList(callbacks)
-            self.model.learn(total_steps, callback=callback_list, reset_num_timesteps=False)
-        except StopLearning:
-            pass
-        finally:
-            callback.on_training_end(self)
-        return self
-
-    def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        return self.model.predict(obs, deterministic=deterministic)[0]
-
-    def pop_losses(self) -> dict[str, float]:
-        """The latest update's losses as SB3 recorded them (no running mean)."""
-        values = self.model.logger.name_to_value
-        names = {
-            "policy_objective": "train/policy_objective",
-            "value": "train/value_loss",
-            "kl": "train/kl_divergence_loss",
-        }
-        return {k: float(values[v]) for k, v in names.items() if v in values}
+    def sb3_callbacks(self, callback: Callback) -> list[BaseCallback]:
+        callbacks: list[Any] = [_RolloutBridge(self, callback)]
+        if self.bonus_callback is not None:  # rescores a rollout before the run sees it
+            callbacks.insert(0, self.bonus_callback)
+        return callbacks
 
     def bonus_statistics(self) -> dict[str, float]:
         """The bonus's ``bonus/*`` and ``dynamics/*`` scalars of the latest rollout, once."""
-        if self._vime is None:
+        if self.bonus_callback is None:
             return {}
-        statistics, self._vime.statistics = self._vime.statistics, {}
+        statistics, self.bonus_callback.statistics = self.bonus_callback.statistics, {}
         return statistics
 
     def exploration_statistics(self) -> dict[str, float]:
@@ -217,9 +203,10 @@ class SB3TRPOAgent:
         return 0
 
     # ----------------------------------------------------------------- persistence
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, include_buffer: bool = False) -> dict[str, Any]:
         """Everything needed to continue from a rollout boundary, as tensors and plain
-        values."""
+        values. TRPO keeps no replay buffer (``include_buffer`` is the run's interface);
+        the bonus's pool is always saved."""
         model, env = self.model, self.env
         # At an episode's end SB3 has already reset the env: the resumed run resets it
         # again from the generator's state before that reset.
@@ -232,62 +219,32 @@ class SB3TRPOAgent:
             "policy": model.policy.state_dict(),
             "optimizer": model.policy.optimizer.state_dict(),
             "counters": {"num_timesteps": model.num_timesteps, "num_updates": model._n_updates},
-            "generators": {
-                "torch": torch.get_rng_state(),
-                "numpy": numpy_global_state(),
-                "action_space": model.action_space.np_random.bit_generator.state,
-                "env_before_reset": rng if env.rng_before_reset is not None else None,
-            },
+            "generators": common.generator_states(
+                model, rng if env.rng_before_reset is not None else None
+            ),
             "at_episode_boundary": self.episode_ended,
         }
-        if self.bonus is not None:
-            state["bonus"] = self.bonus.state_dict(include_pool=True)
+        if self.bonus_callback is not None:
+            state["bonus"] = self.bonus_callback.bonus.state_dict(include_pool=True)
         return state
-
-    def save(
-        self,
-        path: str | Path,
-        include_buffer: bool = False,
-        metadata: dict[str, Any] | None = None,
-    ) -> None:
-        """Write the agent (and ``metadata``: plain data) to ``path`` atomically; a state
-        with a non-finite weight or optimizer tensor is not written. ``include_buffer`` is
-        the run's interface: TRPO keeps no replay buffer (the bonus's pool is always saved)."""
-        save_finite(self.state_dict(), path, ("policy", "optimizer"), metadata)
 
     def load_checkpoint(
         self, path: str | Path, check: Callable[[dict[str, Any]], None] | None = None
     ) -> dict[str, Any]:
         """Continue from a file written by :meth:`save` for this run; return its
         ``metadata``, which ``check`` sees before anything is loaded."""
-        state = read_checkpoint(path, self.device, engine=ENGINE)
-        check_origin(state, path, self.env_id, TRPO_STRATEGY)
-        if check is not None:
-            check(state.get("metadata", {}))
-        try:
-            self._load_state(state)
-        except LOAD_ERRORS as err:
-            raise mismatch(path, err) from None
-        return state.get("metadata", {})
+        return common.load_checked(self, path, ENGINE, TRPO_STRATEGY, check)
 
     def _load_state(self, state: dict[str, Any]) -> None:
-        generators = state["generators"]
-        if generators["env_before_reset"] is not None:
-            # A model that seeds nothing: its first reset continues the env's generator.
-            self.model = self._build(seed=None)
-            self.env.unwrapped.np_random.bit_generator.state = generators["env_before_reset"]
-        model = self.model
+        model = common.restore_generators(self, state["generators"])
         model.policy.load_state_dict(state["policy"])
         model.policy.optimizer.load_state_dict(state["optimizer"])
         counters = state["counters"]
         model.num_timesteps = counters["num_timesteps"]
         model._n_updates = counters["num_updates"]
-        torch.set_rng_state(generators["torch"])
-        set_numpy_global_state(generators["numpy"])
-        model.action_space.np_random.bit_generator.state = generators["action_space"]
         self.episode_ended = bool(state["at_episode_boundary"])
-        if self.bonus is not None:
-            self.bonus.load_state_dict(state["bonus"])
+        if self.bonus_callback is not None:
+            self.bonus_callback.bonus.load_state_dict(state["bonus"])
 
 
 def _env_rng(env: gym.Env) -> dict[str, Any]:
