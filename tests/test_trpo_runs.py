@@ -18,6 +18,7 @@ import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from agents.errors import NonFiniteDataError
 from agents.runs.config import resolve_config
 from agents.runs.run_logger import read_eval_csv
 from agents.runs.stopping import RunInterrupted
@@ -89,30 +90,46 @@ def test_a_resumed_run_with_the_bonus_ends_as_an_uninterrupted_one(tmp_path, tra
     assert {"bonus/intrinsic_mean", "bonus/info_gain_median", "dynamics/nll"} <= tags
 
 
-class _StopAt(gym.Wrapper):
-    """Pendulum that sends this process SIGTERM at its ``at``-th step, as a user would."""
+class _At(gym.Wrapper):
+    """Pendulum whose ``at``-th step sends this process SIGTERM (as a user would), or
+    returns a NaN reward (``nan=True``)."""
 
-    def __init__(self, env: gym.Env, at: int) -> None:
-        super().__init__(env)
-        self.at, self.steps = at, 0
+    def __init__(self, at: int, nan: bool = False) -> None:
+        super().__init__(gym.make("Pendulum-v1"))
+        self.at, self.nan, self.steps = at, nan, 0
 
     def step(self, action):
         self.steps += 1
-        if self.steps == self.at:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self.steps == self.at and self.nan:
+            reward = float("nan")
+        elif self.steps == self.at:
             os.kill(os.getpid(), signal.SIGTERM)
-        return self.env.step(action)
+        return obs, reward, terminated, truncated, info
+
+
+def trpo_config(tmp_path: Path, checkpoint_every: int):
+    return resolve_config(
+        env="Pendulum-v1", engine="sb3", algo="trpo", total_steps=1000, eval_every=1000,
+        eval_episodes=1, logdir=str(tmp_path),
+        set_options=["hidden_sizes=[16,16]", "trpo.n_steps=200",
+                     f"checkpoint_every={checkpoint_every}"],
+    )  # fmt: skip
 
 
 def test_a_stop_request_waits_for_the_rollout_boundary(tmp_path):
-    config = resolve_config(
-        env="Pendulum-v1", engine="sb3", algo="trpo", total_steps=1000, eval_every=1000,
-        eval_episodes=1, logdir=str(tmp_path),
-        set_options=["hidden_sizes=[16,16]", "trpo.n_steps=200", "checkpoint_every=1000"],
-    )  # fmt: skip
+    config = trpo_config(tmp_path, checkpoint_every=1000)
     with pytest.raises(RunInterrupted):
-        train(config, progress=False, env=_StopAt(gym.make("Pendulum-v1"), 250))
+        train(config, progress=False, env=_At(250))
     # Asked in the second rollout: it is finished, trained on and checkpointed.
     assert checkpoint(config.run_dir())["counters"] == {"num_timesteps": 400, "num_updates": 2}
+
+
+def test_a_failure_inside_a_rollout_keeps_the_last_boundary_checkpoint(tmp_path):
+    config = trpo_config(tmp_path, checkpoint_every=100)  # due at 100, taken at 200
+    with pytest.raises(NonFiniteDataError, match=r"step 300.*not checkpointed mid-rollout"):
+        train(config, progress=False, env=_At(300, nan=True))
+    assert checkpoint(config.run_dir())["counters"] == {"num_timesteps": 200, "num_updates": 1}
 
 
 BAD_INPUT = {

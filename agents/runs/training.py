@@ -14,7 +14,8 @@ Checkpoints are written when a run starts (step 0), at the first episode end aft
 ``checkpoint_every`` steps, at the end of training, on Ctrl-C and SIGTERM, and when the
 environment fails or gives a non-finite number — never of a state that is not finite.
 With ``algo: trpo`` "the end of an episode" is the end of a rollout (its update done): a
-due checkpoint and a stop request wait for it (:mod:`agents.sb3.trpo_agent`).
+due checkpoint and a stop request wait for it, and a failure inside a rollout keeps the
+last checkpoint (:mod:`agents.sb3.trpo_agent`).
 """
 
 from __future__ import annotations
@@ -279,6 +280,9 @@ class RunCallback(Callback):
         previous = f"{self.checkpoint_path} holds step {self.checkpoint_step}"
         if self._evaluating:  # the checkpoint would pass an evaluation that was not written
             return f"not checkpointed mid-evaluation; the last checkpoint stays: {previous}"
+        if getattr(agent, "boundaries_only", False) and not agent.between_episodes:
+            # TRPO: a state inside a rollout cannot be continued (its rollout is lost).
+            return f"not checkpointed mid-rollout; the last checkpoint stays: {previous}"
         try:
             self.checkpoint(agent)
         except NonFiniteDataError:

@@ -25,6 +25,7 @@ next rollout's first step. A checkpoint that falls due (``checkpoint_every``) wa
 the next boundary, and so does a stop request (Ctrl-C, SIGTERM): the rollout is finished
 and trained on, then checkpointed, then the run stops. The end of the run
 (``total_steps``) stops at once, even mid-rollout; those last steps are not trained on.
+A run that fails inside a rollout keeps its last (boundary) checkpoint.
 
 A checkpoint is data only (``torch.save`` of state dicts, counters, every generator and
 the bonus with its pool; read back with ``torch.load(weights_only=True)``). A resumed run
@@ -115,6 +116,8 @@ class SB3TRPOAgent(common.SB3RunAgent):
     """An sb3-contrib TRPO model configured by a run's ``TrainConfig``."""
 
     checkpoint_name = "latest.pt"
+    #: A failing run keeps its last checkpoint rather than save a state inside a rollout.
+    boundaries_only = True
     #: The latest update's losses.
     loss_names = (
         ("policy_objective", "train/policy_objective"),
