@@ -260,16 +260,10 @@ def resolve_config(
 
     given = strategy or set_values.get("strategy") or file_values.get("strategy")
     algo = flag_values.get("algo") or set_values.get("algo") or file_values.get("algo")
-    if algo == "trpo":
-        # No weight-noise strategy applies; the run records ``trpo`` (its preset).
-        require(
-            given in (None, TRPO_STRATEGY),
-            f"--algo trpo explores through TRPO's own Gaussian policy, so a weight-noise "
-            f"strategy ({given}) does not apply: leave --opt out",
-        )
-        name = TRPO_STRATEGY
-    else:
-        name = given or TrainConfig.strategy
+    # A TRPO run records the strategy ``trpo`` (its preset); one given anyway is refused
+    # by TrainConfig.validate, with the reason.
+    name = given or (TRPO_STRATEGY if algo == "trpo" else TrainConfig.strategy)
+    if name != TRPO_STRATEGY:
         try:
             strategy_optimizer(name)
         except ValueError as err:
