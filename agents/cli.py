@@ -74,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="native DDPG, or SB3's DDPG with ParamExplorePolicy (default native)",
     )
     parser.add_argument(
+        "--algo",
+        choices=["ddpg", "trpo"],
+        help="the learner: ddpg (default), or trpo: sb3-contrib's TRPO (needs --engine sb3), "
+        "exploring through its own Gaussian policy (no --opt; settings as --set "
+        "trpo.n_steps=N, docs/sb3.md)",
+    )
+    parser.add_argument(
         "--compile",
         action=argparse.BooleanOptionalAction,
         help="native engine: run each update as one compiled graph (the default; compiles for "
@@ -133,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 logdir=args.logdir,
                 device=args.device,
                 engine=args.engine,
+                algo=args.algo,
                 compile=args.compile,
                 bonus={"kind": args.bonus} if args.bonus else None,
             )

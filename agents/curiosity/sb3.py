@@ -91,22 +91,31 @@ class VimeCallback(BaseCallback):
 
     ``settings``: the bonus settings (``kind`` optional); ignored for an off-policy
     algorithm, whose :class:`VimeReplayBuffer` holds them. ``seed``: the bonus's generator.
+    ``bonus``: an on-policy algorithm's bonus to use instead of a new one (a run's, which
+    it checkpoints and restores); it then lives across ``learn`` calls.
     """
 
     def __init__(
-        self, settings: Settings = None, seed: int | None = None, verbose: int = 0
+        self,
+        settings: Settings = None,
+        seed: int | None = None,
+        verbose: int = 0,
+        bonus: VimeBonus | None = None,
     ) -> None:
         super().__init__(verbose)
         self.settings = settings
         self.seed = seed
-        self.bonus: VimeBonus | None = None
+        self.given_bonus = bonus
+        self.bonus: VimeBonus | None = bonus
+        #: The statistics of the latest rollout (or episode end), as logged.
+        self.statistics: dict[str, float] = {}
         self._on_policy = False
         self._transitions: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def _init_callback(self) -> None:
         self._on_policy = isinstance(self.model, OnPolicyAlgorithm)
         if self._on_policy:
-            self.bonus = make_vime_bonus(
+            self.bonus = self.given_bonus or make_vime_bonus(
                 self.settings, self.model.observation_space, self.model.action_space, self.seed
             )
             return
@@ -143,7 +152,8 @@ class VimeCallback(BaseCallback):
             self._record()
 
     def _record(self) -> None:
-        for key, value in self.bonus.pop_statistics().items():
+        self.statistics = self.bonus.pop_statistics()
+        for key, value in self.statistics.items():
             self.logger.record(key, value)
 
     def _score_rollout(self) -> None:

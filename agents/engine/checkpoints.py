@@ -25,10 +25,12 @@ import torch
 
 from ..errors import CheckpointError, NonFiniteDataError
 
-#: Keys every checkpoint has, per engine (``DDPG.state_dict``, ``SB3Agent.state_dict``).
+#: Keys every checkpoint has, per engine (``DDPG.state_dict``, ``SB3Agent.state_dict``,
+#: ``SB3TRPOAgent.state_dict``).
 REQUIRED_KEYS = {
     "native": ("config", "env_id", "actor", "critic", "actor_optimizer", "counters"),
     "sb3": ("config", "env_id", "policy", "actor_optimizer", "critic_optimizer", "counters"),
+    "sb3-trpo": ("config", "env_id", "policy", "optimizer", "counters"),
 }
 #: The local-file header every zip archive, hence every ``torch.save`` file, starts with.
 _ZIP_MAGIC = b"PK\x03\x04"

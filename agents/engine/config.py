@@ -78,6 +78,10 @@ class DDPGConfig:
             len(self.hidden_sizes) >= 2 and all(h > 0 for h in self.hidden_sizes),
             f"hidden_sizes needs at least two positive sizes, got {self.hidden_sizes}",
         )
+        self.check_strategy()
+
+    def check_strategy(self) -> None:
+        """The strategy and its overrides (a run of another learner checks its own)."""
         check_strategy(self.strategy, self.optimizer_kwargs, self.action_noise)
 
 

@@ -28,6 +28,7 @@ from ..curiosity.config import bonus_config
 from ..engine.config import DDPGConfig, check_seed, require, upgrade_config_keys
 from ..engine.strategies import strategy_optimizer
 from ..errors import ConfigError
+from ..sb3.trpo_config import TRPO_STRATEGY, trpo_settings
 
 
 @dataclass
@@ -57,6 +58,11 @@ class TrainConfig(DDPGConfig):
     device: str = "auto"
     #: ``native`` (this project's DDPG) or ``sb3`` (SB3's DDPG with ParamExplorePolicy).
     engine: Literal["native", "sb3"] = "native"
+    #: The learner: ``ddpg`` (either engine) or ``trpo`` (sb3-contrib's TRPO, ``engine: sb3``),
+    #: which explores through its own Gaussian policy: its ``strategy`` is ``trpo``.
+    algo: Literal["ddpg", "trpo"] = "ddpg"
+    #: TRPO's settings (:class:`TRPOSettings`), with ``algo: trpo`` only.
+    trpo: dict[str, Any] = field(default_factory=dict)
     #: A run's updates are compiled unless asked not to (``--no-compile``): None means
     #: compiled on the native engine (SB3 runs its own update code). Strategies without
     #: a traced form, and machines without a C++ compiler, train eagerly with a warning.
@@ -67,8 +73,13 @@ class TrainConfig(DDPGConfig):
 
     def validate(self) -> None:
         super().validate()
+        self._check_algo()
         if bonus_config(self.bonus) is not None:  # one clear line for a bad setting
-            require(self.engine == "native", "a curiosity bonus runs on the native engine only")
+            require(
+                self.engine == "native" or self.algo == "trpo",
+                "a curiosity bonus with DDPG runs on the native engine only (on the sb3 "
+                "engine, with --algo trpo)",
+            )
         check_seed(self.seed)
         require(
             self.max_episode_steps is None or self.max_episode_steps > 0,
@@ -85,6 +96,32 @@ class TrainConfig(DDPGConfig):
             not (self.compile and self.engine == "sb3"),
             "compile applies to the native engine only (SB3 runs its own update code)",
         )
+
+    def check_strategy(self) -> None:
+        if self.algo != "trpo":  # a TRPO run's strategy is checked in _check_algo
+            super().check_strategy()
+
+    def _check_algo(self) -> None:
+        """``algo: trpo`` runs on the sb3 engine, without DDPG's exploration settings."""
+        if self.algo == "ddpg":
+            require(not self.trpo, "trpo settings apply with --algo trpo only")
+            return
+        require(self.engine == "sb3", "--algo trpo runs on the sb3 engine only (--engine sb3)")
+        require(
+            self.strategy == TRPO_STRATEGY,
+            f"--algo trpo explores through TRPO's own Gaussian policy, so a weight-noise "
+            f"strategy ({self.strategy}) does not apply: leave --opt out",
+        )
+        for key in ("optimizer_kwargs", "action_noise"):
+            require(
+                not getattr(self, key),
+                f"{key} applies to a DDPG exploration strategy, not to --algo trpo",
+            )
+        require(
+            not self.save_replay_buffer,
+            "save_replay_buffer applies to DDPG's replay buffer; TRPO keeps none",
+        )
+        trpo_settings(self.trpo)
 
     def agent_config(self) -> DDPGConfig:
         names = {f.name for f in dataclasses.fields(DDPGConfig)}
@@ -221,16 +258,16 @@ def resolve_config(
     flag_values = {k: v for k, v in flags.items() if v is not None}
     _check_keys(flag_values, "the command line")
 
-    name = (
-        strategy
-        or set_values.get("strategy")
-        or file_values.get("strategy")
-        or TrainConfig.strategy
-    )
-    try:
-        strategy_optimizer(name)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    given = strategy or set_values.get("strategy") or file_values.get("strategy")
+    algo = flag_values.get("algo") or set_values.get("algo") or file_values.get("algo")
+    # A TRPO run records the strategy ``trpo`` (its preset); one given anyway is refused
+    # by TrainConfig.validate, with the reason.
+    name = given or (TRPO_STRATEGY if algo == "trpo" else TrainConfig.strategy)
+    if name != TRPO_STRATEGY:
+        try:
+            strategy_optimizer(name)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     preset = load_yaml(preset_path(name))
     _check_keys(preset, f"preset {name}")
 

@@ -13,6 +13,9 @@ Run directory ``<logdir>/<env>/<optimizer>/seed<k>/``::
 Checkpoints are written when a run starts (step 0), at the first episode end after every
 ``checkpoint_every`` steps, at the end of training, on Ctrl-C and SIGTERM, and when the
 environment fails or gives a non-finite number — never of a state that is not finite.
+With ``algo: trpo`` "the end of an episode" is the end of a rollout (its update done): a
+due checkpoint and a stop request wait for it, and a failure inside a rollout keeps the
+last checkpoint (:mod:`agents.sb3.trpo_agent`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..curiosity import VimeBonus, bonus_config, make_vime_bonus
+from ..curiosity.sb3 import VimeCallback
 from ..engine.config import upgrade_config_keys
 from ..engine.ddpg import DDPG, Callback, resolve_device
 from ..engine.envs import episode_limit, make_env
@@ -46,6 +50,7 @@ from ..errors import (
     os_error_reason,
 )
 from ..sb3.agent import SB3Agent
+from ..sb3.trpo_agent import SB3TRPOAgent
 from ..tasks import with_task_report
 from .config import TrainConfig, load_run_config, save_config
 from .run_lock import LOCK_FILE, run_dir_lock
@@ -78,7 +83,8 @@ RESUMABLE_CHANGES = {
 
 
 class RunnableAgent(Protocol):
-    """What a run needs of an engine: :class:`DDPG` and :class:`SB3Agent` provide it."""
+    """What a run needs of an engine: :class:`DDPG`, :class:`SB3Agent` and
+    :class:`SB3TRPOAgent` provide it."""
 
     checkpoint_name: str
     num_timesteps: int
@@ -274,6 +280,9 @@ class RunCallback(Callback):
         previous = f"{self.checkpoint_path} holds step {self.checkpoint_step}"
         if self._evaluating:  # the checkpoint would pass an evaluation that was not written
             return f"not checkpointed mid-evaluation; the last checkpoint stays: {previous}"
+        if getattr(agent, "boundaries_only", False) and not agent.between_episodes:
+            # TRPO: a state inside a rollout cannot be continued (its rollout is lost).
+            return f"not checkpointed mid-rollout; the last checkpoint stays: {previous}"
         try:
             self.checkpoint(agent)
         except NonFiniteDataError:
@@ -459,7 +468,8 @@ def _train_locked(
             print(f"{run_dir}: already complete ({resume_step} steps)", flush=True)
             return run_dir
         rows = _eval_rows_to_keep(run_dir, config, resume_step)
-        if resume_step > 0 and "buffer_saved" in metadata and not metadata["buffer_saved"]:
+        no_buffer = "buffer_saved" in metadata and not metadata["buffer_saved"]
+        if resume_step > 0 and no_buffer and config.algo == "ddpg":
             print(
                 f"{run_dir}: resuming at step {resume_step} without the replay buffer "
                 "(save_replay_buffer: false): it refills from new experience, so the run "
@@ -565,6 +575,10 @@ def make_agent(config: TrainConfig, env: gym.Env | None = None) -> RunnableAgent
             "would never return, and checkpoints wait for an episode's end); give it one "
             "with --set max_episode_steps=N"
         )
+    if config.algo == "trpo":
+        bonus = make_bonus(config, env)
+        vime = VimeCallback(bonus=bonus) if bonus is not None else None
+        return SB3TRPOAgent(env, config, bonus_callback=vime)
     if config.engine == "sb3":
         return SB3Agent(env, config.agent_config(), seed=config.seed, device=config.device)
     return DDPG(

@@ -28,54 +28,29 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 from stable_baselines3 import DDPG as SB3DDPG
-from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.callbacks import BaseCallback
 
-from ..engine.checkpoints import check_origin, read_checkpoint, save_finite
 from ..engine.config import DDPGConfig, check_seed
 from ..engine.ddpg import Callback, resolve_device
 from ..engine.envs import env_id, make_env
 from ..engine.memory import check_memory
 from ..engine.strategies import make_action_noise, strategy_optimizer
-from ..errors import CheckpointError, EnvironmentFailure, NonFiniteDataError
+from .common import (
+    CheckedEnv,
+    SB3RunAgent,
+    StopLearning,
+    check_step,
+    generator_states,
+    load_checked,
+    report_episode_end,
+    restore_generators,
+)
 from .policy import ParamExploreCallback, ParamExplorePolicy
 
 #: The replay buffer's arrays a checkpoint keeps (the stored part only).
 _BUFFER_ARRAYS = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts")
-
-
-class _StopLearning(Exception):
-    """Ends ``model.learn`` between two steps, where the run callback asked it to."""
-
-
-class _CheckedEnv(gym.Wrapper):
-    """The env as SB3 sees it: its exceptions become :class:`EnvironmentFailure`, and the
-    state of its random generator before each reset is kept, for a resumed run to start
-    the episode an uninterrupted one would (SB3 resets at an episode's end, before the
-    step's checkpoint)."""
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        self.rng_before_reset: dict[str, Any] | None = None
-
-    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
-        self.rng_before_reset = self.env.unwrapped.np_random.bit_generator.state
-        try:
-            return self.env.reset(**kwargs)
-        except Exception as err:
-            raise EnvironmentFailure(
-                f"{env_id(self)} raised {type(err).__name__}: {err} in reset"
-            ) from err
-
-    def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict]:
-        try:
-            return self.env.step(action)
-        except Exception as err:
-            raise EnvironmentFailure(
-                f"{env_id(self)} raised {type(err).__name__}: {err} in step"
-            ) from err
 
 
 class _RunBridge(BaseCallback):
@@ -92,28 +67,8 @@ class _RunBridge(BaseCallback):
 
     def _on_step(self) -> bool:
         # After env.step and before the transition is stored.
-        rewards, observations = self.locals["rewards"], self.locals["new_obs"]
-        step = self.model.num_timesteps
-        actions = self.locals["actions"]
-        if not np.isfinite(actions).all():  # the policy's fault, not the env's
-            raise NonFiniteDataError(
-                f"non-finite action ({actions.tolist()}) from the actor at step {step}: its "
-                "weights are no longer finite (an update diverged: a learning rate too large?); "
-                "training stopped"
-            )
-        if not np.isfinite(rewards).all():
-            raise NonFiniteDataError(
-                f"non-finite reward ({rewards.tolist()}) at step {step}; training stopped"
-            )
-        if not np.isfinite(observations).all():
-            raise NonFiniteDataError(
-                f"non-finite observation ({observations.tolist()}) at step {step}; training stopped"
-            )
-        dones, infos = self.locals["dones"], self.locals["infos"]
-        self.agent.episode_ended = bool(dones[0])
-        if dones[0] and "episode" in infos[0]:
-            episode = infos[0]["episode"]
-            self.run_callback.on_episode_end(self.agent, float(episode["r"]), int(episode["l"]))
+        check_step(self.locals, self.model.num_timesteps)
+        self.agent.episode_ended = report_episode_end(self.locals, self.agent, self.run_callback)
         return True
 
     def _on_rollout_start(self) -> None:
@@ -125,16 +80,18 @@ class _RunBridge(BaseCallback):
             self.agent.steps_done = self.model.num_timesteps
             self.agent.between_episodes = self.agent.episode_ended
             if not self.run_callback.on_step(self.agent):
-                raise _StopLearning
+                raise StopLearning
 
     def _on_training_end(self) -> None:
         self._finish_step()  # the last step, whose update SB3 has just made
 
 
-class SB3Agent:
+class SB3Agent(SB3RunAgent):
     """An SB3 DDPG model with ``ParamExplorePolicy``, configured like the native agent."""
 
     checkpoint_name = "latest.pt"
+    loss_names = (("critic", "train/critic_loss"), ("actor", "train/actor_loss"))
+    checked_state = ("policy", "actor_optimizer", "critic_optimizer")
 
     def __init__(
         self, env: str | gym.Env, config: DDPGConfig, seed: int, device: str = "auto"
@@ -142,7 +99,7 @@ class SB3Agent:
         check_seed(seed)
         self.config = config
         self.seed = seed
-        self.env = _CheckedEnv(make_env(env))
+        self.env = CheckedEnv(make_env(env))
         self.env_id = env_id(self.env)
         self.device = resolve_device(device)
         check_memory(
@@ -197,24 +154,8 @@ class SB3Agent:
     def num_timesteps(self) -> int:
         return self.model.num_timesteps
 
-    def learn(self, total_steps: int, callback: Callback) -> SB3Agent:
-        callbacks = CallbackList([ParamExploreCallback(), _RunBridge(self, callback)])
-        try:
-            self.model.learn(total_steps, callback=callbacks, reset_num_timesteps=False)
-        except _StopLearning:
-            pass
-        finally:
-            callback.on_training_end(self)
-        return self
-
-    def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        return self.model.predict(obs, deterministic=deterministic)[0]
-
-    def pop_losses(self) -> dict[str, float]:
-        """SB3's latest recorded losses (it keeps no running mean between dumps)."""
-        values = self.model.logger.name_to_value
-        names = {"critic": "train/critic_loss", "actor": "train/actor_loss"}
-        return {k: float(values[v]) for k, v in names.items() if v in values}
+    def sb3_callbacks(self, callback: Callback) -> list[BaseCallback]:
+        return [ParamExploreCallback(), _RunBridge(self, callback)]
 
     def bonus_statistics(self) -> dict[str, float]:
         """No curiosity bonus runs on this engine yet (the run's config refuses one)."""
@@ -251,11 +192,8 @@ class SB3Agent:
                 "skipped_updates": self.skipped_updates,
             },
             "generators": {
-                "torch": torch.get_rng_state(),
-                "numpy": _numpy_global_state(),
-                "action_space": model.action_space.np_random.bit_generator.state,
+                **generator_states(model, self.env.rng_before_reset),
                 "action_noise": self._noise_generator.get_state(),
-                "env_before_reset": self.env.rng_before_reset,
             },
             "at_episode_boundary": self.between_episodes,
         }
@@ -273,54 +211,24 @@ class SB3Agent:
             }
         return state
 
-    def save(
-        self,
-        path: str | Path,
-        include_buffer: bool = False,
-        metadata: dict[str, Any] | None = None,
-    ) -> None:
-        """Write the agent (and ``metadata``: plain data) to ``path`` atomically; a state
-        with a non-finite weight or optimizer tensor is not written (NonFiniteDataError)."""
-        checked = ("policy", "actor_optimizer", "critic_optimizer")
-        save_finite(self.state_dict(include_buffer), path, checked, metadata)
-
     def load_checkpoint(
         self, path: str | Path, check: Callable[[dict[str, Any]], None] | None = None
     ) -> dict[str, Any]:
         """Continue from a file written by :meth:`save` for this run (its env and
         strategy); return the ``metadata`` saved with it, which ``check`` sees before
         anything is loaded. Anything else raises :class:`CheckpointError` naming the file."""
-        state = read_checkpoint(path, self.device, engine="sb3")
-        check_origin(state, path, self.env_id, self.config.strategy)
-        if check is not None:
-            check(state.get("metadata", {}))
-        try:
-            self._load_state(state)
-        except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
-            detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
-            raise CheckpointError(
-                f"checkpoint {path} does not match this run's networks or optimizer: "
-                f"{type(err).__name__}: {detail}"
-            ) from None
-        return state.get("metadata", {})
+        return load_checked(self, path, "sb3", self.config.strategy, check)
 
     def _load_state(self, state: dict[str, Any]) -> None:
         generators = state["generators"]
-        if generators["env_before_reset"] is not None:
-            # A model that seeds nothing, so that its first reset continues the env's
-            # generator where the interrupted run left it instead of seeding it again.
-            self.model = self._build(seed=None)
-            self.env.unwrapped.np_random.bit_generator.state = generators["env_before_reset"]
-        model = self.model
+        # Generators first: the model may be rebuilt (unseeded) before the weights load.
+        model = restore_generators(self, generators)
         model.policy.load_state_dict(state["policy"])
         model.actor.optimizer.load_state_dict(state["actor_optimizer"])
         model.critic.optimizer.load_state_dict(state["critic_optimizer"])
         counters = state["counters"]
         model.num_timesteps = self.steps_done = counters["num_timesteps"]
         model.actor.optimizer.skipped_steps = counters["skipped_updates"]
-        torch.set_rng_state(generators["torch"])
-        _set_numpy_global_state(generators["numpy"])
-        model.action_space.np_random.bit_generator.state = generators["action_space"]
         self._noise_generator.set_state(generators["action_noise"])
         self.between_episodes = self.episode_ended = bool(state["at_episode_boundary"])
         if "buffer" in state:
@@ -331,22 +239,3 @@ class SB3Agent:
             for name in _BUFFER_ARRAYS:
                 getattr(buffer, name)[:size] = saved[name].numpy()
             buffer.pos, buffer.full = saved["pos"], saved["full"]
-
-
-def _numpy_global_state() -> dict[str, Any]:
-    """NumPy's global generator (SB3 samples minibatches from it) as plain data."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    return {
-        "name": name,
-        "keys": torch.from_numpy(keys.astype(np.int64)),
-        "pos": int(pos),
-        "has_gauss": int(has_gauss),
-        "cached_gaussian": float(cached),
-    }
-
-
-def _set_numpy_global_state(state: dict[str, Any]) -> None:
-    keys = state["keys"].numpy().astype(np.uint32)
-    np.random.set_state(
-        (state["name"], keys, state["pos"], state["has_gauss"], state["cached_gaussian"])
-    )
