@@ -21,7 +21,7 @@ from .engine.strategies import available_strategies
 from .errors import ConfigError, os_error_message
 from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
 from .runs.config import TrainConfig, resolve_config
-from .runs.grid import RunOutcome, run_grid
+from .runs.grid import RunOutcome, run_grid, threads_per_worker
 from .runs.stopping import RunInterrupted, interrupt_on_signals
 from .runs.training import make_task_env, train
 
@@ -190,17 +190,19 @@ def _check_envs(configs: list[TrainConfig]) -> None:
 
 def _grid(configs: list, args: argparse.Namespace) -> int:
     """Run a grid; every run resumes or skips what an earlier call of the command did."""
-    total = len(configs)
-    print(f"grid of {total} runs, {args.workers or 1} worker(s), {args.backend or 'local'}")
+    total, workers = len(configs), args.workers or 1
+    threads = threads_per_worker(workers)
+    print(
+        f"grid of {total} runs, {workers} worker(s) with {threads} torch thread(s) each, "
+        f"{args.backend or 'local'}"
+    )
 
     def report(outcome: RunOutcome) -> None:
         status = "ok" if outcome.ok else f"FAILED: {outcome.message}"
         print(f"  {outcome.run_dir}: {status}", flush=True)
 
     with interrupt_on_signals():
-        outcomes = run_grid(
-            configs, args.workers or 1, args.backend or "local", args.address, report
-        )
+        outcomes = run_grid(configs, workers, args.backend or "local", args.address, report)
     failed = [o for o in outcomes if not o.ok]
     print(f"{total - len(failed)} of {total} runs finished, {len(failed)} failed")
     for env_dir in sorted({Path(c.logdir) / c.env for c in configs}):

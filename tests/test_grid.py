@@ -17,10 +17,10 @@ from rliable import library as rly
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.custom_scalar import layout_pb2
 
-from agents.errors import RunDirectoryError
+from agents.errors import ConfigError, RunDirectoryError
 from agents.reporting.compare import main as compare_runs
 from agents.runs.config import TrainConfig, resolve_config
-from agents.runs.grid import run_grid
+from agents.runs.grid import run_grid, threads_per_worker
 
 SMALL = ["--env", "Pendulum-v1", "--steps", "400", "--eval-every", "200",
          "--eval-episodes", "1", "--set", "hidden_sizes=[32,32]", "--no-compile"]  # fmt: skip
@@ -43,6 +43,8 @@ def test_local_grid_then_compare_runs(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "4 of 4 runs finished, 0 failed" in result.stdout
+    # The suite's OMP_NUM_THREADS=1 (conftest) caps each worker's share of the cores.
+    assert "2 worker(s) with 1 torch thread(s) each" in result.stdout
     env_dir = tmp_path / "out" / "Pendulum-v1"
     for opt in ("vadam", "adam-plain"):
         for seed in (0, 1):
@@ -145,6 +147,31 @@ def check_strategy_aggregates(env_dir: Path, band: str) -> None:
         ("strategy/eval_return", "strategy/eval_return_lower", "strategy/eval_return_upper"),
         ("strategy/sigma_mean", "strategy/sigma_mean_lower", "strategy/sigma_mean_upper"),
     }
+
+
+def test_workers_split_the_cores_and_an_explicit_thread_count_caps_the_share(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert [threads_per_worker(w) for w in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+    # Two grids side by side, each told OMP_NUM_THREADS=2, take 2 cores each, not 8.
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert [threads_per_worker(w) for w in (1, 2, 8)] == [2, 2, 1]
+    for bad in ("0", "-1", "two", "1.5"):
+        monkeypatch.setenv("OMP_NUM_THREADS", bad)
+        with pytest.raises(ConfigError, match="OMP_NUM_THREADS"):
+            threads_per_worker(1)
+
+
+def test_a_bad_thread_count_stops_the_grid_with_one_line(tmp_path):
+    result = subprocess.run(
+        [script("train_agent"), *SMALL, "--opt", "vadam", "--seeds", "2", "--logdir", "out"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "zero"},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "OMP_NUM_THREADS='zero' is not a positive whole number" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_interrupted_grid_completes_without_redoing_finished_runs(tmp_path):

@@ -8,6 +8,8 @@ redoing anything. A failing run is reported and does not stop the others.
 Local backend: ``workers`` spawned processes, each limited to ``cores // workers`` torch
 threads so that the workers together do not oversubscribe the machine (two one-thread
 processes on two cores run ~2× the throughput of one two-thread process at batch 64).
+An ``OMP_NUM_THREADS`` set by the user caps that share: two grids started side by side
+with ``OMP_NUM_THREADS=1`` then use one core each instead of both claiming all of them.
 
 Ray backend: one Ray *task* per run, each asking for as many CPUs as a local worker gets
 threads. Runs are independent fixed configurations with no search, early stopping or
@@ -50,8 +52,29 @@ class RunOutcome:
     message: str
 
 
-def threads_per_worker(workers: int) -> int:
+def cores_per_worker(workers: int) -> int:
+    """The even share of the machine's cores for each of ``workers`` parallel runs."""
     return max(1, (os.cpu_count() or 1) // workers)
+
+
+def threads_per_worker(workers: int) -> int:
+    """Torch threads for each worker: its share of the cores, capped by ``OMP_NUM_THREADS``.
+
+    The grid knows only its own workers. A user who runs two grids at once (or a grid
+    beside anything else) says how many threads each may take with the variable that torch
+    and OpenMP already read; without it, the workers split the machine evenly.
+    """
+    share = cores_per_worker(workers)
+    explicit = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if not explicit:
+        return share
+    try:
+        limit = int(explicit)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise ConfigError(f"OMP_NUM_THREADS={explicit!r} is not a positive whole number of threads")
+    return min(share, limit)
 
 
 def run_one(values: dict[str, Any], threads: int) -> RunOutcome:
@@ -136,6 +159,7 @@ def _run_ray(
             "--backend ray needs Ray: pip install -e '.[ray]' (or pip install ray)"
         ) from None
     threads = threads_per_worker(workers)
+    cpus = cores_per_worker(workers)  # Ray's slot: ``workers`` runs at a time on one machine
     started_here = not ray.is_initialized()
     if started_here:
         _check_reachable(address)
@@ -144,7 +168,7 @@ def _run_ray(
         except ConnectionError as err:
             raise ConfigError(f"cannot reach the Ray cluster at {address}: {err}") from None
     try:
-        remote = ray.remote(num_cpus=threads)(run_one)
+        remote = ray.remote(num_cpus=cpus)(run_one)
         pending = [remote.remote(dataclasses.asdict(c), threads) for c in configs]
         outcomes = []
         try:
