@@ -11,9 +11,10 @@ processes on two cores run ~2× the throughput of one two-thread process at batc
 An ``OMP_NUM_THREADS`` set by the user caps that share: two grids started side by side
 with ``OMP_NUM_THREADS=1`` then use one core each instead of both claiming all of them.
 
-Ray backend: one Ray *task* per run, each asking for as many CPUs as a local worker gets
-threads. Runs are independent fixed configurations with no search, early stopping or
-trial scheduling, which is what Ray Tune adds; tasks give Ray's resource-aware placement
+Ray backend: one Ray *task* per run, each asking for a local worker's share of the cores
+(so ``workers`` runs go at once on one machine) and using as many threads as a local
+worker. Runs are independent fixed configurations with no search, early stopping or trial
+scheduling, which is what Ray Tune adds; tasks give Ray's resource-aware placement
 with the smallest dependency and no second results store beside the run directories.
 Ray is an optional extra (``pip install -e '.[ray]'``); workers write the run directories
 themselves, so on a multi-machine cluster ``--logdir`` must be on a shared file system.
