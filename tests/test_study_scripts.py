@@ -78,14 +78,18 @@ def test_sparse_then_vime_study_on_one_task(tmp_path):
 
 def test_committed_reports_regenerate_from_the_committed_runs(tmp_path):
     root = copy_of_the_studies(tmp_path, keep_runs=True)
-    ablation = root / "docs" / "reproduction" / "sigma-ablation" / "comparison.md"
-    committed = ablation.read_text()
-    regenerated = [ablation, root / "docs" / "sparse" / "success.csv"]
+    docs = root / "docs"
+    # Reports whose runs are complete: the committed report is what the command gives (the
+    # bootstrap is seeded), so the report in docs/ is the one its data produce.
+    complete = [
+        docs / "reproduction" / "sigma-ablation" / "comparison.md",
+        docs / "vime" / "trpo" / "comparison.md",
+    ]
+    committed = {path: path.read_text() for path in complete}
+    regenerated = [*complete, docs / "sparse" / "success.csv"]
     for path in regenerated:
         path.unlink(missing_ok=True)
-    for study in ("reproduction", "sparse"):
+    for study in ("reproduction", "sparse", "vime"):
         run_script(root, study, REPORT_ONLY="1")
     assert all(path.exists() for path in regenerated)
-    # The ablation's runs are complete, so its committed report is what the command gives
-    # (the bootstrap is seeded): the report in docs/ is the one its data produce.
-    assert ablation.read_text() == committed
+    assert {path: path.read_text() for path in complete} == committed
