@@ -244,3 +244,41 @@ def test_success_rates_of_a_sparse_task_are_tabulated_and_drawn(tmp_path):
     assert main([str(write_runs(tmp_path, {"vadam": 0.0})), "--out", str(dense), *REPS]) == 0
     assert not (dense / "success.csv").exists() and not (dense / "success.png").exists()
     assert "## Success rate" not in (dense / "comparison.md").read_text()
+
+
+def test_coverage_in_training_is_reported_from_the_runs_explore_csv(tmp_path, capsys):
+    """Hand values: two seeds of SparseMountainCar whose ``explore.csv`` windows reach
+    0.1 → 0.5 → 0.3 (the goal, 0.45, in the 2 k window) and −0.2 → 0.44 → 0.0 (never); a
+    third seed has no ``explore.csv`` and is left out with a note; the report says per seed
+    the extremes over training and when the goal was first reached."""
+    env_dir = tmp_path / "SparseMountainCar-v0"
+    windows = {
+        0: [(0.1, -0.5), (0.5, -1.2), (0.3, -0.7)],
+        1: [(-0.2, -0.6), (0.44, -0.9), (0.0, -0.4)],
+    }
+    for seed in range(3):
+        run = env_dir / "ou-action" / f"seed{seed}"
+        logger = RunLogger(run)
+        logger.evaluation(3000, 0.0, 0.0, 20, 0.0, success_rate=0.0)
+        logger.close()
+        if seed in windows:
+            lines = ["step,position_max,position_min,sigma_mean"]
+            lines += [f"{1000 * (i + 1)},{hi},{lo},0" for i, (hi, lo) in enumerate(windows[seed])]
+            (run / "explore.csv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "report"
+    assert main([str(env_dir), "--out", str(out), *REPS]) == 0
+    assert "seed2 have no explore.csv" in capsys.readouterr().err
+    with open(out / "coverage.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["seed"], r["goal_step"], r["position_max"], r["position_min"]) for r in rows] == [
+        ("seed0", "2000", "0.5", "-1.2"),
+        ("seed1", "", "0.44", "-0.9"),
+    ]
+    report = (out / "comparison.md").read_text()
+    assert "| ou-action | 1/2 (seed0 at 2 k) | 0.50, 0.44 | -1.20, -0.90 |" in report
+
+    (env_dir / "ou-action" / "seed1" / "explore.csv").write_text("step,position_max\n2000,x\n")
+    with pytest.raises(SystemExit) as stopped:
+        main([str(env_dir), "--out", str(out), *REPS])
+    assert stopped.value.code == 2
+    assert "seed1/explore.csv is damaged: line 2: position_max is 'x'" in capsys.readouterr().err

@@ -20,7 +20,7 @@ ALLOWED = {
     "sb3": {"engine"},
     "curiosity": {"engine"},
     "runs": {"engine", "sb3", "curiosity", "tasks"},
-    "reporting": {"engine", "runs"},
+    "reporting": {"engine", "runs", "tasks"},
     "cli": {"engine", "runs", "reporting"},
     "__init__": {"engine", "runs", "tasks"},
     "errors": set(),

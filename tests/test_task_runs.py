@@ -16,7 +16,9 @@ from agents import DDPG
 from agents.engine.evaluation import evaluate_together, success_rate
 from agents.reporting.compare import main as compare_runs
 from agents.runs.config import resolve_config
+from agents.runs.explore_log import read_explore_csv
 from agents.runs.run_logger import RunLogger, read_eval_csv
+from agents.tasks import COVERAGE as TASK_COVERAGE
 from agents.tasks import TASKS
 
 from conftest import error_line
@@ -137,6 +139,36 @@ def test_a_short_parameter_noise_run_measures_success_and_coverage(tmp_path, env
     assert {f"explore/{name}" for name in COVERAGE[env_id]} <= tags
     success = [e.value for e in acc.Scalars("eval/success_rate")]
     assert success == pytest.approx([r["success_rate"] for r in rows])
+    # explore.csv holds the explore/ scalars TensorBoard shows, the task's coverage among them
+    assert set(TASK_COVERAGE[env_id].scalars) == COVERAGE[env_id]
+    explore = read_explore_csv(run_dir / "explore.csv")
+    for tag in (t for t in tags if t.startswith("explore/")):
+        logged = [(e.step, e.value) for e in acc.Scalars(tag)]
+        written = [(r["step"], r[tag.removeprefix("explore/")]) for r in explore]
+        assert [s for s, _ in written] == [s for s, _ in logged]
+        assert [v for _, v in written] == pytest.approx([v for _, v in logged], rel=1e-7)
+
+
+def test_explore_csv_follows_a_resumed_run_and_is_restored_for_a_finished_one(
+    tmp_path, train_agent
+):
+    """A run extended from its checkpoint rewrites ``explore.csv`` with every window once;
+    a finished run that lacks the file (trained before runs wrote it) gets it from its
+    events when ``train_agent`` skips it."""
+    args = ["--env", "SparseMountainCar-v0", "--opt", "ou-action", *TINY, "--set",
+            "log_every=500", "--resume"]  # fmt: skip
+    assert train_agent(*args, "--steps", "1000", cwd=tmp_path).returncode == 0
+    run_dir = tmp_path / "out" / "SparseMountainCar-v0" / "ou-action" / "seed0"
+    assert [r["step"] for r in read_explore_csv(run_dir / "explore.csv")] == [500, 1000]
+    assert train_agent(*args, "--steps", "2000", cwd=tmp_path).returncode == 0
+    rows = read_explore_csv(run_dir / "explore.csv")
+    assert [r["step"] for r in rows] == [500, 1000, 1500, 2000]
+    assert all(-1.2 <= r["position_min"] <= r["position_max"] <= 0.6 for r in rows)
+    written = (run_dir / "explore.csv").read_text()
+    (run_dir / "explore.csv").unlink()
+    result = train_agent(*args, "--steps", "2000", cwd=tmp_path)
+    assert "already complete" in result.stdout
+    assert (run_dir / "explore.csv").read_text() == written
 
 
 BAD_SETTINGS = {

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import agents  # noqa: F401  (registers the tasks)
-from agents.tasks import HORIZON, TASKS, with_task_report
-from agents.tasks.report import TaskReport
+from agents.tasks import COVERAGE, HORIZON, TASKS, with_task_report
+from agents.tasks.report import Coverage, TaskReport
 
 
 def placed(env_id: str, qpos, qvel=None, seed: int = 0) -> gym.Env:
@@ -353,3 +353,39 @@ def test_a_scripted_controller_reaches_the_goal_well_within_the_horizon(env_id):
         rewards, _, _, info = rollout(gym.make(env_id), REACHING[env_id](), seed)
         assert info["is_success"] is True
         assert np.flatnonzero(rewards)[0] < 0.8 * HORIZON
+
+
+@pytest.mark.parametrize("env_id", [*REACHING, "MountainCarContinuous-v0"])
+def test_the_goal_in_coverage_terms_is_the_reward_step_by_step(env_id):
+    """A window of one step reaches the goal by its coverage extremes exactly when the step
+    is at the goal (the sparse reward; for gymnasium's car, the terminating step), along a
+    scripted episode that gets there; so ``compare_runs``' coverage report, which reads
+    only the extremes, says when an exploring policy first reached the goal."""
+    env = with_task_report(gym.make(env_id))
+    policy = REACHING.get(env_id, REACHING["SparseMountainCar-v0"])()
+    coverage = COVERAGE[env_id]
+    obs, _ = env.reset(seed=0)
+    at_goal, reached = [], []
+    for _ in range(HORIZON):
+        obs, reward, terminated, truncated, _ = env.step(np.asarray(policy(obs), np.float32))
+        window = env.get_wrapper_attr("pop_coverage")()
+        assert set(window) == set(coverage.scalars)
+        at_goal.append(terminated if env_id == "MountainCarContinuous-v0" else reward > 0)
+        reached.append(coverage.goal_reached(window[coverage.goal]))
+        if terminated or truncated:
+            break
+    assert any(at_goal)
+    assert reached == at_goal
+
+
+def test_a_coverage_goal_must_be_one_of_its_extremes_compared_the_right_way():
+    good = Coverage(("x",), ("x",), "x_max", 5.0, ">")
+    assert good.scalars == ("x_max", "x_min")
+    assert (good.goal_reached(5.0), good.goal_reached(5.01)) == (False, True)
+    assert Coverage((), ("d",), "d_min", 1.0, "<=").goal_reached(1.0)
+    with pytest.raises(ValueError, match="not one of"):
+        Coverage(("x",), (), "y_max", 5.0, ">")
+    with pytest.raises(ValueError, match="must be one of"):
+        Coverage(("x",), (), "x_max", 5.0, "=>")
+    with pytest.raises(ValueError, match="other direction"):
+        Coverage(("x",), (), "x_max", 5.0, "<")

@@ -51,6 +51,7 @@ from matplotlib.figure import Figure
 
 from ..errors import ConfigError
 from ..runs.run_logger import EVAL_CSV
+from .coverage import COVERAGE_FILES, write_coverage_report
 from .curves import Curve, stderr
 from .intervals import DEFAULT_REPS, DEFAULT_SEED
 from .references import (
@@ -81,6 +82,7 @@ OUTPUTS = {
     "probability_of_improvement.png",
     "performance_profile.png",
     *SUCCESS_FILES,
+    *COVERAGE_FILES,
 }
 
 MeanSE = tuple[float, float]
@@ -242,8 +244,10 @@ def write_outputs(
     reference: str | None = None,
     reps: int = DEFAULT_REPS,
     seed: int = DEFAULT_SEED,
+    appendix: str = "",
 ) -> list[str]:
-    """Figures and tables of ``curves`` in ``out_dir``; returns notes for the user."""
+    """Figures and tables of ``curves`` in ``out_dir``; returns notes for the user.
+    ``appendix`` (markdown) ends ``comparison.md``."""
     from .interval_report import write_interval_report  # imports rliable: ~seconds
     from .references import load_reference
 
@@ -301,7 +305,9 @@ def write_outputs(
     section, interval_notes = write_interval_report(tasks, out_dir, colors, reps, seed)
     notes += interval_notes
     section += write_success_report(tasks, out_dir, colors)
-    (out_dir / "comparison.md").write_text("\n".join(lines) + "\n" + note + "\n" + section)
+    (out_dir / "comparison.md").write_text(
+        "\n".join(lines) + "\n" + note + "\n" + section + appendix
+    )
 
     published = published_by_strategy if name is not None else {}
     fig = plot_comparison(tasks, published, colors, citation)
@@ -367,8 +373,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(args: argparse.Namespace, runs_dirs: list[Path]) -> tuple[list[Curve], list[str]]:
-    keep = {s.strip() for s in args.strategies.split(",")} if args.strategies else None
+def _kept_strategies(args: argparse.Namespace) -> set[str] | None:
+    return {s.strip() for s in args.strategies.split(",")} if args.strategies else None
+
+
+def _load(
+    args: argparse.Namespace, runs_dirs: list[Path]
+) -> tuple[list[Curve], list[str | None], list[str]]:
+    """Every RUNS_DIR's curves, each RUNS_DIR's label, and the notes."""
+    keep = _kept_strategies(args)
     loaded = [load_runs(d, None, keep) for d in runs_dirs]
     notes = [note for _, dir_notes in loaded for note in dir_notes]
     if args.labels is not None:
@@ -386,7 +399,7 @@ def _load(args: argparse.Namespace, runs_dirs: list[Path]) -> tuple[list[Curve],
         for curve in dir_curves:
             curve.label = label
             curves.append(curve)
-    return curves, notes
+    return curves, labels, notes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -415,13 +428,16 @@ def main(argv: list[str] | None = None) -> int:
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"--out {out_dir} is a file, not a directory")
     try:
-        curves, notes = _load(args, runs_dirs)
+        curves, labels, notes = _load(args, runs_dirs)
         if not curves:
             fail(f"no <strategy>/seed*/{EVAL_CSV} with evaluations under "
                  f"{', '.join(map(str, runs_dirs))}")  # fmt: skip
         out_dir.mkdir(parents=True, exist_ok=True)
+        coverage = write_coverage_report(
+            list(zip(runs_dirs, labels)), _kept_strategies(args), out_dir, notes
+        )
         notes += write_outputs(
-            curves, out_dir, checkpoints, args.reference, args.reps, args.bootstrap_seed
+            curves, out_dir, checkpoints, args.reference, args.reps, args.bootstrap_seed, coverage
         )
         for runs_dir in runs_dirs:
             if write_strategy_aggregates(runs_dir, args.band):

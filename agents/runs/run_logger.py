@@ -23,14 +23,19 @@ is gone.
 from __future__ import annotations
 
 import csv
+import logging
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torch.utils.tensorboard import SummaryWriter
 
 from ..engine.checkpoints import atomic_write
 from ..errors import DamagedFileError
+
+if TYPE_CHECKING:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 EVAL_CSV = "eval.csv"
 EVAL_FIELDS = ["step", "mean_return", "std_return", "episodes", "wall_time"]
@@ -80,6 +85,18 @@ def write_comparison_layout(env_dir: str | Path, replace: bool = False) -> None:
         writer.add_custom_scalars(COMPARISON_LAYOUT)
 
 
+def read_csv_lines(path: Path) -> list[list[str]]:
+    """A run's CSV file as lists of cells; one that is not text or not CSV raises
+    :class:`DamagedFileError` naming it."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return list(csv.reader(f))
+    except UnicodeDecodeError:
+        raise DamagedFileError(f"{path} is damaged: it is not text") from None
+    except csv.Error as err:
+        raise DamagedFileError(f"{path} is damaged: {err}") from None
+
+
 def read_eval_csv(path: str | Path) -> list[dict[str, float]]:
     """The rows of an eval CSV as floats (``step`` and ``episodes`` as ints).
 
@@ -88,13 +105,7 @@ def read_eval_csv(path: str | Path) -> list[dict[str, float]]:
     Columns beyond :data:`EVAL_FIELDS` are read as numbers too (an empty one as None).
     """
     path = Path(path)
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            lines = list(csv.reader(f))
-    except UnicodeDecodeError:
-        raise DamagedFileError(f"{path} is damaged: it is not text") from None
-    except csv.Error as err:
-        raise DamagedFileError(f"{path} is damaged: {err}") from None
+    lines = read_csv_lines(path)
     if not lines or lines[0][: len(EVAL_FIELDS)] != EVAL_FIELDS:
         found = ",".join(lines[0])[:60] if lines else "nothing"
         raise DamagedFileError(
@@ -126,13 +137,27 @@ def read_eval_csv(path: str | Path) -> list[dict[str, float]]:
     return rows
 
 
+def load_events(run_dir: str | Path) -> EventAccumulator:
+    """Every scalar of the run's event files as TensorBoard reads them: events past a
+    resume's ``purge_step`` dropped. TensorBoard's warning on meeting that purge (it
+    guesses "a TensorFlow restart") is held back: a resumed run is expected to have one."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tb_logger = logging.getLogger("tensorboard")
+    level = tb_logger.level
+    tb_logger.setLevel(logging.ERROR)
+    try:
+        events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+        events.Reload()
+    finally:
+        tb_logger.setLevel(level)
+    return events
+
+
 def eval_rows_from_events(run_dir: str | Path, last_step: int, episodes: int) -> list[dict]:
     """``eval.csv``'s rows up to ``last_step`` as TensorBoard reads them from the run's
     events (purged events dropped; values as TensorBoard stores them, float32)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    events.Reload()
+    events = load_events(run_dir)
     tags = events.Tags()["scalars"]
     if "eval/mean_return" not in tags or "eval/std_return" not in tags:
         return []

@@ -5,6 +5,8 @@ Run directory ``<logdir>/<env>/<optimizer>/seed<k>/``::
     config.yaml              the resolved configuration
     events.out.tfevents.*    TensorBoard scalars (tags in ``run_logger``)
     eval.csv                 the evaluation curve
+    explore.csv              the explore/ scalars per logging window, from the events,
+                             written when training stops (``explore_log``)
     checkpoints/latest.pt    networks, targets, both optimizers, RNGs, counters, the run's
                              settings (+ replay buffer with ``save_replay_buffer``); data
                              only, for either engine
@@ -53,6 +55,7 @@ from ..sb3.agent import SB3Agent
 from ..sb3.trpo_agent import SB3TRPOAgent
 from ..tasks import with_task_report
 from .config import TrainConfig, load_run_config, save_config
+from .explore_log import EXPLORE_CSV, write_explore_csv
 from .run_lock import LOCK_FILE, run_dir_lock
 from .run_logger import (
     EVAL_CSV,
@@ -466,6 +469,7 @@ def _train_locked(
         resume_step = agent.num_timesteps
         if resume_step >= config.total_steps:
             print(f"{run_dir}: already complete ({resume_step} steps)", flush=True)
+            _write_missing_explore_csv(run_dir)
             return run_dir
         rows = _eval_rows_to_keep(run_dir, config, resume_step)
         no_buffer = "buffer_saved" in metadata and not metadata["buffer_saved"]
@@ -486,6 +490,7 @@ def _train_locked(
             # A finished run whose checkpoints were not kept (a study committed with its
             # eval.csv and config.yaml only). Nothing to redo.
             print(f"{run_dir}: already complete (eval.csv reaches the last evaluation)", flush=True)
+            _write_missing_explore_csv(run_dir)
             return run_dir
         raise RunDirectoryError(
             f"cannot resume {run_dir}: its checkpoint {checkpoint_path} is missing but the "
@@ -533,9 +538,17 @@ def _run(
         callback.logger.close()
     signum = stop_requested()
     callback.checkpoint(agent)
+    write_explore_csv(run_dir)
     if signum is not None and agent.num_timesteps < config.total_steps:
         raise RunInterrupted(signum)
     return run_dir
+
+
+def _write_missing_explore_csv(run_dir: Path) -> None:
+    """A finished run from before runs wrote ``explore.csv`` gets it from its events (if
+    they are there: a committed study's run has only ``eval.csv`` and ``config.yaml``)."""
+    if not (run_dir / EXPLORE_CSV).exists():
+        write_explore_csv(run_dir)
 
 
 def _not_kept(err: ConfigError | OSError, run_dir: Path) -> ConfigError:

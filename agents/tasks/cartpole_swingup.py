@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .box2d import Box2DModelTask, RotationLimit
-from .report import TaskReport
+from .report import Coverage
 
 #: The track's half-length: the episode ends past it (``cartpole_swingup_env_x.py`` l.22, l.62).
 MAX_CART_POSITION = 3.0
@@ -25,6 +25,10 @@ MAX_CART_POSITION = 3.0
 UPRIGHT_COS = 0.8
 #: rllab's Box2D step (one per action): its rotation limit keeps the pole under 31.4 rad/s.
 BOX2D_STEP = 0.05
+
+#: The pole's highest point and the cart's furthest excursion per window; the goal is the
+#: reward's upright cone (reached with the cart still on the track).
+COVERAGE = Coverage(("pole_height", "cart_distance"), (), "pole_height_max", UPRIGHT_COS, ">")
 
 
 class SparseCartpoleSwingupEnv(Box2DModelTask):
@@ -36,7 +40,7 @@ class SparseCartpoleSwingupEnv(Box2DModelTask):
             5,  # five 0.01 s steps: one action per 0.05 s, the Box2D step of rllab's model
             observation_size=4,
             rotation_limit=RotationLimit(BOX2D_STEP, [[0.0, 1.0]]),  # the pole's hinge
-            report=TaskReport(highest=("pole_height", "cart_distance")),
+            report=COVERAGE.new_report(),
             camera={"distance": 9.0, "lookat": np.array([0.0, 0.0, 0.5])},
             render_mode=render_mode,
         )

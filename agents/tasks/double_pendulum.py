@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .box2d import Box2DModelTask, RotationLimit
-from .report import TaskReport
+from .report import Coverage
 
 LINK_LENGTH = 1.0
 #: The tip's upright position (``double_pendulum_env_x.py`` l.55) and the reward radius (l.58).
@@ -26,6 +26,9 @@ TARGET = np.array([0.0, 2 * LINK_LENGTH])
 GOAL_RADIUS = 1.0
 #: rllab's Box2D step (two per action): its rotation limit keeps each link under 157 rad/s.
 BOX2D_STEP = 0.01
+
+#: The tip's highest point and its closest approach to the target per window.
+COVERAGE = Coverage(("tip_height",), ("goal_distance",), "goal_distance_min", GOAL_RADIUS, "<")
 
 
 class SparseDoublePendulumEnv(Box2DModelTask):
@@ -38,7 +41,7 @@ class SparseDoublePendulumEnv(Box2DModelTask):
             observation_size=6,
             # both links' absolute angular velocities from the joints' (shoulder, elbow)
             rotation_limit=RotationLimit(BOX2D_STEP, [[1.0, 0.0], [1.0, 1.0]]),
-            report=TaskReport(highest=("tip_height",), lowest=("goal_distance",)),
+            report=COVERAGE.new_report(),
             camera={"distance": 7.0, "lookat": np.zeros(3)},
             render_mode=render_mode,
         )

@@ -20,10 +20,13 @@ from gymnasium import utils
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.spaces import Box
 
-from .report import TaskReport
+from .report import Coverage
 
 #: VIME's goal: the centre of mass past x = 5 m (``half_cheetah_env_x.py`` l.46).
 GOAL_X = 5.0
+
+#: The centre of mass's furthest x either way per window.
+COVERAGE = Coverage(("x",), ("x",), "x_max", GOAL_X, ">")
 
 
 class SparseHalfCheetahEnv(MujocoEnv, utils.EzPickle):
@@ -45,7 +48,7 @@ class SparseHalfCheetahEnv(MujocoEnv, utils.EzPickle):
         )
         self.metadata = {**self.metadata, "render_fps": round(1.0 / self.dt)}
         self._torso = self.model.body("torso").id
-        self.report = TaskReport(highest=("x",), lowest=("x",))
+        self.report = COVERAGE.new_report()
 
     @property
     def center_of_mass(self) -> np.ndarray:

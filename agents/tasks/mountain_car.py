@@ -14,12 +14,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.continuous_mountain_car import Continuous_MountainCarEnv
 
-from .report import TaskReport
+from .report import Coverage
 
+#: gymnasium's ``goal_position``: the episode ends there (moving right, which reaching it means).
+GOAL_POSITION = 0.45
 
-def _position_report() -> TaskReport:
-    """The range of car positions a window of training steps covered (goal at 0.45)."""
-    return TaskReport(highest=("position",), lowest=("position",))
+#: The range of car positions a window of training steps covered; the goal is at 0.45.
+COVERAGE = Coverage(("position",), ("position",), "position_max", GOAL_POSITION, ">=")
 
 
 class SparseMountainCarEnv(Continuous_MountainCarEnv):
@@ -29,7 +30,7 @@ class SparseMountainCarEnv(Continuous_MountainCarEnv):
         if isinstance(goal_velocity, bool) or not isinstance(goal_velocity, (int, float)):
             raise ValueError(f"goal_velocity must be a number, got {goal_velocity!r}")
         super().__init__(render_mode=render_mode, goal_velocity=goal_velocity)
-        self.report = _position_report()
+        self.report = COVERAGE.new_report()
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -54,7 +55,7 @@ class MountainCarGoalReport(gym.Wrapper):
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
-        self.report = _position_report()
+        self.report = COVERAGE.new_report()
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

@@ -9,11 +9,21 @@ Both follow conventions the rest of the toolkit reads without knowing the task:
   last call. The native agent calls it once per logging window of its training env and
   logs every entry as ``explore/<name>``; evaluation envs are separate instances, so the
   window holds what the exploring policy reached and nothing else.
+
+A task states both once, as a :class:`Coverage`: the quantities it reports and the
+threshold on one of them that is its goal. Its env builds its :class:`TaskReport` from
+it, and the coverage report of ``compare_runs`` (:mod:`agents.reporting.coverage`) reads
+the same object to say in which training window an exploring policy first reached the
+goal, so the two cannot disagree.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
+from dataclasses import dataclass
+
+_COMPARISONS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 
 
 class TaskReport:
@@ -52,3 +62,43 @@ class TaskReport:
         """The window's extremes (empty if no step was recorded), and a new window."""
         window, self._window = self._window, {}
         return window
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """A task's coverage quantities and its goal expressed in them.
+
+    ``highest``/``lowest`` name the quantities reported as ``<name>_max``/``<name>_min``;
+    the goal is reached in a window whose ``goal`` scalar (one of those) compares to
+    ``threshold`` as ``reached_when`` says (the reward's own comparison, e.g. ``">"`` for
+    "x > 5"), so a window's extremes tell whether any of its steps was at the goal.
+    """
+
+    highest: tuple[str, ...]
+    lowest: tuple[str, ...]
+    goal: str
+    threshold: float
+    reached_when: str
+
+    def __post_init__(self) -> None:
+        if self.goal not in self.scalars:
+            raise ValueError(f"goal {self.goal!r} is not one of {self.scalars}")
+        if self.reached_when not in _COMPARISONS:
+            raise ValueError(f"reached_when must be one of {sorted(_COMPARISONS)}")
+        if self.reached_when[0] != (">" if self.goal.endswith("_max") else "<"):
+            raise ValueError(
+                f"{self.goal} is an extreme in the other direction than {self.reached_when!r}"
+            )
+
+    @property
+    def scalars(self) -> tuple[str, ...]:
+        """The names of the window's extremes (``pop_coverage``'s keys)."""
+        return (*(f"{n}_max" for n in self.highest), *(f"{n}_min" for n in self.lowest))
+
+    def goal_reached(self, extreme: float) -> bool:
+        """Whether a window whose ``goal`` extreme is ``extreme`` reached the goal."""
+        return bool(_COMPARISONS[self.reached_when](extreme, self.threshold))
+
+    def new_report(self) -> TaskReport:
+        """A :class:`TaskReport` of these quantities, for one env instance."""
+        return TaskReport(highest=self.highest, lowest=self.lowest)
