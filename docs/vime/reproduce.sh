@@ -6,7 +6,8 @@
 #   REPORT_ONLY=1 bash docs/vime/reproduce.sh      # the report from the committed CSVs
 #                                                  # (no training)
 #   TASKS="SparseMountainCar-v0" bash docs/vime/reproduce.sh   # one task
-#   PARTS=trpo bash docs/vime/reproduce.sh         # only the TRPO grids (or PARTS=ddpg)
+#   PARTS=trpo bash docs/vime/reproduce.sh         # only the TRPO grids and report (or
+#                                                  # PARTS=ddpg)
 #
 # - TRPO (sb3-contrib, VIME's and Zhang et al.'s learner; configs/trpo.yaml): alone, with VIME
 #   as released (bbb) and with VIME on noisy K-FAC's matrix-variate posterior (noisy-kfac).
@@ -67,9 +68,18 @@ dirs=()
 for task in "${TASKS[@]}"; do
   if [ -d "$RUNS/$task" ]; then dirs+=("$RUNS/$task"); fi
 done
-mkdir -p trpo ddpg
-compare_runs "${dirs[@]}" --out trpo --at 100000,250000 \
-  --strategies trpo-sb3,trpo+vime-bbb-sb3,trpo+vime-noisy-kfac-sb3
-ddpg_methods=""
-for s in ${DDPG_STRATEGIES//,/ }; do ddpg_methods+="$s,$s+vime-noisy-kfac,"; done
-compare_runs "${dirs[@]}" --out ddpg --at 50000,100000 --strategies "${ddpg_methods%,}"
+# One report per learner in PARTS (both by default).
+for part in "${PARTS[@]}"; do
+  case "$part" in
+    trpo)
+      compare_runs "${dirs[@]}" --out trpo --at 100000,250000 \
+        --strategies trpo-sb3,trpo+vime-bbb-sb3,trpo+vime-noisy-kfac-sb3
+      ;;
+    ddpg)
+      ddpg_methods=""
+      for s in ${DDPG_STRATEGIES//,/ }; do ddpg_methods+="$s,$s+vime-noisy-kfac,"; done
+      compare_runs "${dirs[@]}" --out ddpg --at 50000,100000 --strategies "${ddpg_methods%,}"
+      ;;
+    *) echo "unknown part $part (trpo, ddpg)" >&2; exit 2 ;;
+  esac
+done
