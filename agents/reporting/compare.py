@@ -378,10 +378,10 @@ def _kept_strategies(args: argparse.Namespace) -> set[str] | None:
 
 
 def _load(
-    args: argparse.Namespace, runs_dirs: list[Path]
+    args: argparse.Namespace, runs_dirs: list[Path], keep: set[str] | None
 ) -> tuple[list[Curve], list[str | None], list[str]]:
-    """Every RUNS_DIR's curves, each RUNS_DIR's label, and the notes."""
-    keep = _kept_strategies(args)
+    """Every RUNS_DIR's curves (of the strategies in ``keep``, or all), each RUNS_DIR's
+    label, and the notes."""
     loaded = [load_runs(d, None, keep) for d in runs_dirs]
     notes = [note for _, dir_notes in loaded for note in dir_notes]
     if args.labels is not None:
@@ -428,14 +428,13 @@ def main(argv: list[str] | None = None) -> int:
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"--out {out_dir} is a file, not a directory")
     try:
-        curves, labels, notes = _load(args, runs_dirs)
+        keep = _kept_strategies(args)
+        curves, labels, notes = _load(args, runs_dirs, keep)
         if not curves:
             fail(f"no <strategy>/seed*/{EVAL_CSV} with evaluations under "
                  f"{', '.join(map(str, runs_dirs))}")  # fmt: skip
         out_dir.mkdir(parents=True, exist_ok=True)
-        coverage = write_coverage_report(
-            list(zip(runs_dirs, labels)), _kept_strategies(args), out_dir, notes
-        )
+        coverage = write_coverage_report(list(zip(runs_dirs, labels)), keep, out_dir, notes)
         notes += write_outputs(
             curves, out_dir, checkpoints, args.reference, args.reps, args.bootstrap_seed, coverage
         )

@@ -37,13 +37,12 @@ def run_coverage(path: Path, env: str) -> dict[str, object] | None:
     if coverage is None:
         return None
     rows = read_explore_csv(path)  # a damaged file raises, naming it
-    if not any(name in row for row in rows[:1] for name in coverage.scalars):
+    if not rows or not set(coverage.scalars) & rows[0].keys():
         return None  # a learner that logs no coverage (e.g. SB3's algorithms)
-    result: dict[str, object] = {"last_step": rows[-1]["step"] if rows else None}
+    result: dict[str, object] = {"last_step": rows[-1]["step"]}
     goal_step = None
     for name in coverage.scalars:
-        values = [(row["step"], row.get(name)) for row in rows]
-        values = [(step, value) for step, value in values if value is not None]
+        values = [(row["step"], row.get(name)) for row in rows if row.get(name) is not None]
         if not values:
             result[name] = None
             continue
