@@ -84,6 +84,7 @@ def test_committed_reports_regenerate_from_the_committed_runs(tmp_path):
     complete = [
         docs / "reproduction" / "sigma-ablation" / "comparison.md",
         docs / "vime" / "trpo" / "comparison.md",
+        docs / "vime" / "ddpg" / "comparison.md",
         docs / "sparse" / "comparison.md",
         docs / "sparse" / "success.csv",
         # Computed from the runs' committed explore.csv, not their events.
