@@ -29,13 +29,15 @@ def copy_of_the_studies(tmp_path: Path, keep_runs: bool) -> Path:
     return root
 
 
-def run_script(root: Path, study: str, **settings: str) -> subprocess.CompletedProcess:
+def run_script(
+    root: Path, study: str, expected_status: int = 0, **settings: str
+) -> subprocess.CompletedProcess:
     result = subprocess.run(
         ["bash", str(root / "docs" / study / "reproduce.sh")],
         capture_output=True, text=True, timeout=1800,
         env={**os.environ, **settings},
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == expected_status, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
 
@@ -74,6 +76,16 @@ def test_sparse_then_vime_study_on_one_task(tmp_path):
     written = {p: p.stat().st_mtime_ns for p in runs.glob("*/seed0/eval.csv")}
     run_script(root, "vime", TRPO_STEPS="5000", DDPG_STEPS="2000", **tiny)
     assert {p: p.stat().st_mtime_ns for p in runs.glob("*/seed0/eval.csv")} == written
+
+
+def test_an_unknown_vime_part_is_refused_before_any_training(tmp_path):
+    root = copy_of_the_studies(tmp_path, keep_runs=False)
+    # The misspelt part comes second: the valid one before it must not start training.
+    result = run_script(
+        root, "vime", expected_status=2, PARTS="trpo ddgp", TASKS="SparseMountainCar-v0"
+    )
+    assert result.stderr.strip() == "unknown part ddgp (trpo, ddpg)"
+    assert not (root / "docs" / "sparse" / "runs").exists()
 
 
 def test_committed_reports_regenerate_from_the_committed_runs(tmp_path):

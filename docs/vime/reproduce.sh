@@ -32,6 +32,9 @@ DDPG_STEPS=${DDPG_STEPS:-100000}
 DDPG_STRATEGIES=adam-plain,param-noise,vadam
 read -r -a TASKS <<< "${TASKS:-SparseMountainCar-v0 SparseCartpoleSwingup-v0}"
 read -r -a PARTS <<< "${PARTS:-trpo ddpg}"
+for part in "${PARTS[@]}"; do  # checked before any training starts
+  case "$part" in trpo | ddpg) ;; *) echo "unknown part $part (trpo, ddpg)" >&2; exit 2 ;; esac
+done
 RUNS=../sparse/runs
 
 if [ -z "${REPORT_ONLY:-}" ]; then
@@ -55,7 +58,6 @@ if [ -z "${REPORT_ONLY:-}" ]; then
             --workers "$WORKERS" --compile --bonus vime --set bonus.posterior=noisy-kfac \
             --set save_replay_buffer=true --logdir "$RUNS"
           ;;
-        *) echo "unknown part $part (trpo, ddpg)" >&2; exit 2 ;;
       esac
     done
   done
@@ -80,6 +82,5 @@ for part in "${PARTS[@]}"; do
       for s in ${DDPG_STRATEGIES//,/ }; do ddpg_methods+="$s,$s+vime-noisy-kfac,"; done
       compare_runs "${dirs[@]}" --out ddpg --at 50000,100000 --strategies "${ddpg_methods%,}"
       ;;
-    *) echo "unknown part $part (trpo, ddpg)" >&2; exit 2 ;;
   esac
 done
