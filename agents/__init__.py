@@ -1,25 +1,25 @@
-"""agents: a DDPG agent whose actor explores through ``param_explore`` optimizers.
+"""agents: learners whose exploration comes from ``param_explore``, and the runs around them.
 
 Importing it registers the sparse-reward tasks of :mod:`agents.tasks` with gymnasium.
 """
 
-from .engine.config import DDPGConfig
-from .engine.ddpg import DDPG, Callback
-from .engine.evaluation import evaluate, evaluate_together
-from .errors import ConfigError
-from .runs.config import TrainConfig, resolve_config
-from .runs.training import train
+from .common.callbacks import Callback
+from .common.errors import ConfigError
+from .common.evaluation import evaluate, evaluate_together
+from .ddpg import DDPG
+from .runs.train import train
+from .settings import DDPGSettings, RunSettings, resolve_settings
 from .tasks import register_tasks
 
 __all__ = [
     "DDPG",
     "Callback",
     "ConfigError",
-    "DDPGConfig",
-    "TrainConfig",
+    "DDPGSettings",
+    "RunSettings",
     "evaluate",
     "evaluate_together",
     "register_tasks",
-    "resolve_config",
+    "resolve_settings",
     "train",
 ]

@@ -17,13 +17,15 @@ import signal
 import sys
 from pathlib import Path
 
-from .engine.strategies import available_strategies
-from .errors import ConfigError, os_error_message
+from .common.errors import ConfigError, os_error_message
+from .common.strategies import available_strategies
+from .curiosity.registry import BONUSES
 from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
-from .runs.config import TrainConfig, resolve_config
+from .runs.agent_factory import make_task_env
 from .runs.grid import RunOutcome, run_grid, threads_per_worker
 from .runs.stopping import RunInterrupted, interrupt_on_signals
-from .runs.training import make_task_env, train
+from .runs.train import train
+from .settings import RunSettings, resolve_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,9 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--bonus",
-        choices=["vime"],
-        help="a curiosity bonus on the reward: VIME's information gain (settings as "
-        "--set bonus.posterior=noisy-kfac etc., docs/vime.md); default none",
+        choices=list(BONUSES),
+        help="a curiosity bonus on the reward, e.g. vime: VIME's information gain (settings "
+        "as --set bonus.posterior=noisy-kfac etc., docs/vime.md); default none",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     grid = parser.add_argument_group("grids (several strategies or seeds)")
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     configs: list = []
     try:
         configs = [
-            resolve_config(
+            resolve_settings(
                 strategy=opt,
                 config_file=args.config,
                 set_options=args.set_options,
@@ -178,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _check_envs(configs: list[TrainConfig]) -> None:
+def _check_envs(configs: list[RunSettings]) -> None:
     """Make every distinct env of a grid once: an unknown id or a setting the env refuses
     stops the grid with one line, before any run starts."""
     checked: list[tuple[str, dict]] = []

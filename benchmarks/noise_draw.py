@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from agents.engine.networks import Actor
+from agents.ddpg.networks import Actor
 
 
 def per_step_seconds(draw: Callable[[], None], repeats: int, steps_per_call: int = 1) -> float:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 import torch
 
 from agents import DDPG
-from agents.curiosity import POSTERIORS, VimeBonus, bonus_config
+from agents.curiosity import POSTERIORS, VimeBonus, resolve_bonus
 
 
 def seconds_per_call(run: Callable[[], object], block: int) -> float:
@@ -68,7 +68,7 @@ def main() -> None:
     buffer = agent.buffer
     bonuses, fit_step_updates = {}, {}
     for name in args.posteriors:
-        config = bonus_config({"kind": "vime", "posterior": name, **vime})
+        config = resolve_bonus({"kind": "vime", "posterior": name, **vime})
         bonus = VimeBonus(config, buffer.obs.shape[1], buffer.actions.shape[1], seed=0)
         n = len(buffer)
         bonus.add(buffer.obs[:n], buffer.actions[:n], buffer.next_obs[:n])

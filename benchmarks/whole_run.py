@@ -40,13 +40,13 @@ def run_native(
     import torch
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from agents import resolve_config, train
+    from agents import resolve_settings, train
 
     eval_every, eval_episodes = protocol
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as logdir:
         start = time.perf_counter()
-        config = resolve_config(
+        config = resolve_settings(
             strategy=strategy, env=ENV, total_steps=steps, eval_every=eval_every,
             eval_episodes=eval_episodes, logdir=logdir,
         )  # fmt: skip

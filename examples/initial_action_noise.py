@@ -21,8 +21,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from agents.engine.initialisation import INIT_SCHEMES
-from agents.engine.networks import Actor
+from agents.common.initialisation import INIT_SCHEMES
+from agents.ddpg.networks import Actor
 
 
 def collect_states(env_id: str, count: int, seed: int) -> torch.Tensor:

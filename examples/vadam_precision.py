@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from agents.engine.checkpoints import read_checkpoint
+from agents.common.checkpoints import read_checkpoint
 
 
 def _parameter_names(actor: dict, states: list[dict]) -> list[str]:

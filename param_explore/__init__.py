@@ -23,29 +23,34 @@ Adam and noisy K-FAC, give the information gain of an example without taking the
 
 from .bbb import BayesByBackprop
 from .explore import AdamExplore, FixedNoise, SGDExplore
+from .layer_statistics import linear_layers
 from .noisy_adam import NoisyAdam
 from .noisy_kfac import NoisyKFAC
 from .param_noise import AdaptiveParamNoise, action_space_distance
 from .plain import AdamPlain, SGDPlain
 from .registry import (
     OPTIMIZERS,
+    POSTERIORS,
     available_optimizers,
+    checked_hyperparameters,
     hyperparameters,
     make_optimizer,
     optimizer_class,
 )
-from .sampling import WeightSampling
-from .traceable import TraceableStep, UntraceableOptimizerError
+from .sampling import WeightSampling, state_by_name
+from .traceable import Mode, TraceableStep, UntraceableOptimizerError
 from .vadagrad import VadaGrad
 from .vadam import Vadam
 
 __all__ = [
     "OPTIMIZERS",
+    "POSTERIORS",
     "AdamExplore",
     "AdamPlain",
     "AdaptiveParamNoise",
     "BayesByBackprop",
     "FixedNoise",
+    "Mode",
     "NoisyAdam",
     "NoisyKFAC",
     "SGDExplore",
@@ -57,7 +62,10 @@ __all__ = [
     "WeightSampling",
     "action_space_distance",
     "available_optimizers",
+    "checked_hyperparameters",
     "hyperparameters",
+    "linear_layers",
     "make_optimizer",
     "optimizer_class",
+    "state_by_name",
 ]

@@ -11,9 +11,10 @@ the traced form of torch's Adam (the critic, ``adam-plain``); Adam's paper (King
 which equals x − α m̂/(√ŝ + δ/√(1 − γ₂ᵗ)) with m̂ = m/(1 − γ₁ᵗ), ŝ = s/(1 − γ₂ᵗ).
 
 :func:`adam_update_` is the rule, once, over lists of tensors sharing a step count. Its
-numbers come as :class:`AdamCoefficients`: Python floats for an eager step, which runs on
-torch's fused Adam kernel (one pass over each tensor), or 0-d tensors inside a compiled
-update graph, which runs plain tensor ops that TorchInductor fuses.
+numbers come as :class:`AdamCoefficients`: Python floats for an eager step (``mode`` =
+``eager``), which runs on torch's fused Adam kernel (one pass over each tensor), or 0-d
+tensors inside a compiled update graph (``traced``), which runs plain tensor ops that
+TorchInductor fuses.
 """
 
 from __future__ import annotations
@@ -23,6 +24,16 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor
+
+from .traceable import (
+    Mode,
+    StateTensors,
+    TraceableStep,
+    UntraceableOptimizerError,
+    at_mean,
+    group_names,
+    single_group,
+)
 
 
 class AdamCoefficients(NamedTuple):
@@ -60,6 +71,7 @@ def adam_update_(
     exp_avgs: list[Tensor],
     exp_avg_sqs: list[Tensor],
     c: AdamCoefficients,
+    mode: Mode,
     fused: bool = True,
 ) -> None:
     """One step of the rule (module docstring) on ``xs`` and their moments, in place.
@@ -67,7 +79,7 @@ def adam_update_(
     ``fused=False`` runs foreach ops instead of the fused kernel: for tiny tensors (a
     32-unit dynamics model), whose step the fused kernel's parallel region only slows down.
     """
-    if torch.is_tensor(c.step_size):  # traced: plain ops, the numbers are tensors
+    if mode == "traced":  # plain ops, the numbers are tensors
         for x, g, m, s in zip(xs, grads, exp_avgs, exp_avg_sqs):
             m.lerp_(g + c.decay * x, c.m_weight)
             s.mul_(c.beta2).add_(c.s_weight * g * g)
@@ -96,3 +108,45 @@ def adam_update_(
         amsgrad=False, lr=c.lr, beta1=c.beta1, beta2=c.beta2, weight_decay=0.0,
         eps=c.eps / math.sqrt(1.0 - c.beta2**c.step), maximize=False,
     )  # fmt: skip
+
+
+def adam_traceable_step(optimizer: torch.optim.Adam) -> TraceableStep:
+    """torch's ``Adam`` (the critic's optimizer and ``adam-plain``), trained at μ.
+
+    torch computes x ← x − α/(1 − γ₁ᵗ) · m/(√s/√(1 − γ₂ᵗ) + δ); multiplying numerator and
+    denominator by √(1 − γ₂ᵗ) gives the folded form of :func:`adam_update_` with
+    step size α√(1 − γ₂ᵗ)/(1 − γ₁ᵗ) and δ′ = δ√(1 − γ₂ᵗ).
+    """
+    group = single_group(optimizer)
+    for option in ("amsgrad", "maximize"):
+        if group.get(option):
+            raise UntraceableOptimizerError(f"Adam with {option}=True is not traceable here")
+    if group.get("weight_decay"):
+        raise UntraceableOptimizerError("Adam with weight_decay is not traceable here")
+    params = list(group["params"])
+    states = []
+    for p in params:
+        state = optimizer.state[p]
+        if "exp_avg" not in state:  # torch's own initial state (fused layout)
+            state["step"] = torch.tensor(0.0, dtype=torch.float32, device=p.device)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        states.append(state)
+
+    def coefficients(step: int) -> AdamCoefficients:
+        return AdamCoefficients.of_torch_adam(step, group["lr"], group["betas"], group["eps"])
+
+    def update(
+        xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: AdamCoefficients
+    ) -> None:
+        adam_update_(xs, grads, state["exp_avg"], state["exp_avg_sq"], c, "traced")
+
+    return TraceableStep(
+        params,
+        {key: [s[key] for s in states] for key in ("exp_avg", "exp_avg_sq")},
+        states,
+        coefficients,
+        update,
+        at_mean,
+        group_names(group),
+    )

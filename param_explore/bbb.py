@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -32,8 +32,8 @@ from torch import Tensor
 
 from .adam_rule import AdamCoefficients, adam_update_
 from .sampling import WeightSampling
-from .traceable import StateTensors
-from .validation import require_betas, require_non_negative, require_positive
+from .traceable import Mode, StateTensors
+from .validation import Checks, require_betas, require_non_negative, require_positive
 
 
 def inverse_softplus(sigma: float) -> float:
@@ -61,19 +61,32 @@ class BayesByBackprop(WeightSampling, torch.optim.Optimizer):
         prior_variance: float = 1.0,
         initial_std: float | None = None,
     ) -> None:
-        prior_variance = require_positive("prior_variance", prior_variance)
-        if initial_std is None:
-            initial_std = math.sqrt(prior_variance)
-        defaults = dict(
-            lr=require_positive("lr", lr),
-            betas=require_betas("betas", betas),
-            eps=require_non_negative("eps", eps),
-            kl_weight=require_non_negative("kl_weight", kl_weight),
-            num_data=require_positive("num_data", num_data),
+        settings = self.checked_settings(
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            kl_weight=kl_weight,
+            num_data=num_data,
             prior_variance=prior_variance,
-            initial_std=require_positive("initial_std", initial_std),
+            initial_std=initial_std,
         )
-        super().__init__(params, defaults)
+        super().__init__(params, settings)
+
+    _setting_checks: ClassVar[Checks] = dict(
+        lr=require_positive,
+        betas=require_betas,
+        eps=require_non_negative,
+        kl_weight=require_non_negative,
+        num_data=require_positive,
+        prior_variance=require_positive,
+        # None: the prior's standard deviation √η (checked with it, below)
+        initial_std=lambda name, value: value if value is None else require_positive(name, value),
+    )
+
+    @classmethod
+    def _check_together(cls, settings: dict) -> None:
+        if settings["initial_std"] is None:
+            settings["initial_std"] = math.sqrt(settings["prior_variance"])
 
     _state_keys = ("rho", "exp_avg", "exp_avg_sq", "rho_exp_avg", "rho_exp_avg_sq")
 
@@ -88,8 +101,9 @@ class BayesByBackprop(WeightSampling, torch.optim.Optimizer):
                 state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
         return state
 
-    def _group_sampling_std(self, group: Mapping) -> list[Tensor]:
-        return [F.softplus(self._init_state(group, p)["rho"]) for p in group["params"]]
+    def _std(self, group: Mapping, state: StateTensors, c: BBBCoefficients) -> list[Tensor]:
+        """σ = softplus(ρ)."""
+        return [F.softplus(r) for r in state["rho"]]
 
     def _coefficients(self, group: Mapping, step: int) -> BBBCoefficients:
         return BBBCoefficients(
@@ -105,20 +119,17 @@ class BayesByBackprop(WeightSampling, torch.optim.Optimizer):
         grads: list[Tensor],
         state: StateTensors,
         c: BBBCoefficients,
+        mode: Mode,
     ) -> None:
         # Foreach ops, not the fused kernel: BBB serves small models (VIME's has 32 units).
         mean_grads, rho_grads = bbb_gradients(xs, grads, state["rho"], state["noise"], c)
-        adam_update_(xs, mean_grads, state["exp_avg"], state["exp_avg_sq"], c.adam, fused=False)
+        adam_update_(
+            xs, mean_grads, state["exp_avg"], state["exp_avg_sq"], c.adam, mode, fused=False
+        )
         adam_update_(
             state["rho"], rho_grads, state["rho_exp_avg"], state["rho_exp_avg_sq"], c.adam,
-            fused=False,
+            mode, fused=False,
         )  # fmt: skip
-
-    def _training_point(
-        self, group: Mapping, xs: list[Tensor], state: StateTensors, c: BBBCoefficients
-    ) -> list[Tensor]:
-        """θ = μ + softplus(ρ) ε."""
-        return [x + F.softplus(r) * e for x, r, e in zip(xs, state["rho"], state["noise"])]
 
     # ------------------------------------------------------------------ the posterior
     def kl_divergence_to_prior(self) -> float:

@@ -24,15 +24,15 @@ paper's regime the clamp never acts, so the updates equal the unclipped released
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
 
 from .adam_rule import AdamCoefficients, adam_update_
 from .sampling import PrecisionSampling
-from .traceable import StateTensors
-from .validation import require_betas, require_non_negative, require_positive
+from .traceable import Mode, StateTensors
+from .validation import Checks, require_betas, require_non_negative, require_positive
 
 
 class _PrecisionExplore(PrecisionSampling, torch.optim.Optimizer):
@@ -65,10 +65,10 @@ class _PrecisionExplore(PrecisionSampling, torch.optim.Optimizer):
 
 
 def precision_gradients(
-    grads: list[Tensor], noises: list[Tensor], precisions: list[Tensor], eager: bool
+    grads: list[Tensor], noises: list[Tensor], precisions: list[Tensor], mode: Mode
 ) -> list[Tensor]:
     """∇p = −g ε / (2 p^{3/2}) for θ = μ + ε/√p, at the precision that drew the sample."""
-    if eager:  # one foreach kernel per operation
+    if mode == "eager":  # one foreach kernel per operation
         out = torch._foreach_pow(precisions, -1.5)
         torch._foreach_mul_(out, noises)
         torch._foreach_mul_(out, grads)
@@ -77,8 +77,8 @@ def precision_gradients(
     return [-0.5 * g * e * p.pow(-1.5) for g, e, p in zip(grads, noises, precisions)]
 
 
-def _clamp_(precisions: list[Tensor], floor: float | Tensor) -> None:
-    if not torch.is_tensor(floor):
+def _clamp_(precisions: list[Tensor], floor: float | Tensor, mode: Mode) -> None:
+    if mode == "eager":
         torch._foreach_clamp_min_(precisions, floor)
     else:
         for p in precisions:
@@ -96,13 +96,20 @@ class SGDExplore(_PrecisionExplore):
         initial_precision: float = 1e4,
         min_precision: float = 1.0,
     ) -> None:
-        defaults = dict(
-            lr=require_positive("lr", lr),
-            precision_lr=require_non_negative("precision_lr", precision_lr),
-            initial_precision=require_positive("initial_precision", initial_precision),
-            min_precision=require_positive("min_precision", min_precision),
+        settings = self.checked_settings(
+            lr=lr,
+            precision_lr=precision_lr,
+            initial_precision=initial_precision,
+            min_precision=min_precision,
         )
-        super().__init__(params, defaults)
+        super().__init__(params, settings)
+
+    _setting_checks: ClassVar[Checks] = dict(
+        lr=require_positive,
+        precision_lr=require_non_negative,
+        initial_precision=require_positive,
+        min_precision=require_positive,
+    )
 
     def _coefficients(self, group: Mapping, step: int) -> SGDExploreCoefficients:
         return SGDExploreCoefficients(group["lr"], group["precision_lr"], group["min_precision"])
@@ -114,8 +121,9 @@ class SGDExplore(_PrecisionExplore):
         grads: list[Tensor],
         state: StateTensors,
         c: SGDExploreCoefficients,
+        mode: Mode,
     ) -> None:
-        sgd_explore_update_(xs, grads, state["precision"], state["noise"], c)
+        sgd_explore_update_(xs, grads, state["precision"], state["noise"], c, mode)
 
 
 class SGDExploreCoefficients(NamedTuple):
@@ -130,18 +138,18 @@ def sgd_explore_update_(
     precisions: list[Tensor],
     noises: list[Tensor],
     c: SGDExploreCoefficients,
+    mode: Mode,
 ) -> None:
     """μ ← μ − α g;  p ← max(p − α^(σ) ∇p, floor), in place."""
-    eager = not torch.is_tensor(c.lr)
-    precision_grads = precision_gradients(grads, noises, precisions, eager)
-    if eager:
+    precision_grads = precision_gradients(grads, noises, precisions, mode)
+    if mode == "eager":
         torch._foreach_add_(xs, grads, alpha=-c.lr)
         torch._foreach_add_(precisions, precision_grads, alpha=-c.precision_lr)
     else:
         for x, g, p, pg in zip(xs, grads, precisions, precision_grads):
             x.sub_(c.lr * g)
             p.sub_(c.precision_lr * pg)
-    _clamp_(precisions, c.min_precision)
+    _clamp_(precisions, c.min_precision, mode)
 
 
 class AdamExplore(_PrecisionExplore):
@@ -166,16 +174,26 @@ class AdamExplore(_PrecisionExplore):
         initial_precision: float = 1e4,
         min_precision: float = 1.0,
     ) -> None:
-        defaults = dict(
-            lr=require_positive("lr", lr),
-            betas=require_betas("betas", betas),
-            precision_lr=require_non_negative("precision_lr", precision_lr),
-            precision_betas=require_betas("precision_betas", precision_betas),
-            eps=require_positive("eps", eps),
-            initial_precision=require_positive("initial_precision", initial_precision),
-            min_precision=require_positive("min_precision", min_precision),
+        settings = self.checked_settings(
+            lr=lr,
+            betas=betas,
+            precision_lr=precision_lr,
+            precision_betas=precision_betas,
+            eps=eps,
+            initial_precision=initial_precision,
+            min_precision=min_precision,
         )
-        super().__init__(params, defaults)
+        super().__init__(params, settings)
+
+    _setting_checks: ClassVar[Checks] = dict(
+        lr=require_positive,
+        betas=require_betas,
+        precision_lr=require_non_negative,
+        precision_betas=require_betas,
+        eps=require_positive,
+        initial_precision=require_positive,
+        min_precision=require_positive,
+    )
 
     def _coefficients(self, group: Mapping, step: int) -> AdamExploreCoefficients:
         return AdamExploreCoefficients(
@@ -193,8 +211,9 @@ class AdamExplore(_PrecisionExplore):
         grads: list[Tensor],
         state: StateTensors,
         c: AdamExploreCoefficients,
+        mode: Mode,
     ) -> None:
-        adam_explore_update_(xs, grads, state, c)
+        adam_explore_update_(xs, grads, state, c, mode)
 
 
 class AdamExploreCoefficients(NamedTuple):
@@ -204,21 +223,25 @@ class AdamExploreCoefficients(NamedTuple):
 
 
 def adam_explore_update_(
-    xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: AdamExploreCoefficients
+    xs: list[Tensor],
+    grads: list[Tensor],
+    state: StateTensors,
+    c: AdamExploreCoefficients,
+    mode: Mode,
 ) -> None:
     """An Adam step on μ from g and one on p from ∇p (then the clamp), in place."""
     precisions = state["precision"]
-    eager = not torch.is_tensor(c.min_precision)
-    precision_grads = precision_gradients(grads, state["noise"], precisions, eager)
-    adam_update_(xs, grads, state["exp_avg"], state["exp_avg_sq"], c.mean)
+    precision_grads = precision_gradients(grads, state["noise"], precisions, mode)
+    adam_update_(xs, grads, state["exp_avg"], state["exp_avg_sq"], c.mean, mode)
     adam_update_(
         precisions,
         precision_grads,
         state["precision_exp_avg"],
         state["precision_exp_avg_sq"],
         c.precision,
+        mode,
     )
-    _clamp_(precisions, c.min_precision)
+    _clamp_(precisions, c.min_precision, mode)
 
 
 class FixedNoise(PrecisionSampling, torch.optim.Optimizer):
@@ -243,13 +266,17 @@ class FixedNoise(PrecisionSampling, torch.optim.Optimizer):
         eps: float = 1e-8,
         initial_precision: float = 1e4,
     ) -> None:
-        defaults = dict(
-            lr=require_positive("lr", lr),
-            betas=require_betas("betas", betas),
-            eps=require_positive("eps", eps),
-            initial_precision=require_positive("initial_precision", initial_precision),
+        settings = self.checked_settings(
+            lr=lr, betas=betas, eps=eps, initial_precision=initial_precision
         )
-        super().__init__(params, defaults)
+        super().__init__(params, settings)
+
+    _setting_checks: ClassVar[Checks] = dict(
+        lr=require_positive,
+        betas=require_betas,
+        eps=require_positive,
+        initial_precision=require_positive,
+    )
 
     def _init_state(self, group: Mapping, p: Tensor) -> dict:
         state = super()._init_state(group, p)
@@ -268,5 +295,6 @@ class FixedNoise(PrecisionSampling, torch.optim.Optimizer):
         grads: list[Tensor],
         state: StateTensors,
         c: AdamCoefficients,
+        mode: Mode,
     ) -> None:
-        adam_update_(xs, grads, state["exp_avg"], state["exp_avg_sq"], c)
+        adam_update_(xs, grads, state["exp_avg"], state["exp_avg_sq"], c, mode)

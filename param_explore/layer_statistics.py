@@ -56,3 +56,9 @@ class LinearLayerRecorder:
         if inputs is None or grads is None:
             return None
         return inputs, grads
+
+
+def linear_layers(module: nn.Module) -> list[nn.Linear]:
+    """The ``nn.Linear`` layers of ``module`` in registration (= forward) order: the layers
+    K-FAC observes, and the layers an initialisation scheme sets."""
+    return [m for m in module.modules() if isinstance(m, nn.Linear)]

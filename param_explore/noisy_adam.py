@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
 
 from .sampling import WeightSampling
-from .traceable import StateTensors
-from .validation import require_betas, require_non_negative, require_positive
+from .traceable import Mode, StateTensors
+from .validation import Checks, require_betas, require_non_negative, require_positive
 
 
 class NoisyAdam(WeightSampling, torch.optim.Optimizer):
@@ -52,21 +52,34 @@ class NoisyAdam(WeightSampling, torch.optim.Optimizer):
         num_data: float = 1.0,
         initial_precision: float = 1e4,
     ) -> None:
-        defaults = dict(
-            lr=require_positive("lr", lr),
-            betas=require_betas("betas", betas),
-            kl_weight=require_non_negative("kl_weight", kl_weight),
-            prior_variance=require_positive("prior_variance", prior_variance),
-            damping=require_non_negative("damping", damping),
-            num_data=require_positive("num_data", num_data),
-            initial_precision=require_non_negative("initial_precision", initial_precision),
+        settings = self.checked_settings(
+            lr=lr,
+            betas=betas,
+            kl_weight=kl_weight,
+            prior_variance=prior_variance,
+            damping=damping,
+            num_data=num_data,
+            initial_precision=initial_precision,
         )
-        if defaults["kl_weight"] == 0 and defaults["initial_precision"] == 0:
+        super().__init__(params, settings)
+
+    _setting_checks: ClassVar[Checks] = dict(
+        lr=require_positive,
+        betas=require_betas,
+        kl_weight=require_non_negative,
+        prior_variance=require_positive,
+        damping=require_non_negative,
+        num_data=require_positive,
+        initial_precision=require_non_negative,
+    )
+
+    @classmethod
+    def _check_together(cls, settings: dict) -> None:
+        if settings["kl_weight"] == 0 and settings["initial_precision"] == 0:
             raise ValueError(
                 "with kl_weight = 0 (variational optimisation) σ² = 1/f needs "
                 "initial_precision > 0 (VadaGrad's s₁, 1e4 in the paper)"
             )
-        super().__init__(params, defaults)
 
     @staticmethod
     def _intrinsic_damping(group: dict) -> float:
@@ -83,14 +96,11 @@ class NoisyAdam(WeightSampling, torch.optim.Optimizer):
             )
         return state
 
-    def _group_sampling_std(self, group: Mapping) -> list[Tensor]:
-        fishers = [self._init_state(group, p)["fisher"] for p in group["params"]]
-        if group["kl_weight"] == 0:
-            return torch._foreach_rsqrt(fishers)
-        variances = torch._foreach_add(fishers, self._intrinsic_damping(group))
-        torch._foreach_reciprocal_(variances)
-        torch._foreach_mul_(variances, group["kl_weight"] / group["num_data"])
-        return torch._foreach_sqrt(variances)
+    def _std(self, group: Mapping, state: StateTensors, c: NoisyAdamCoefficients) -> list[Tensor]:
+        """σ² = (λ/N)/(f + γ_in) (VI) or 1/f (VO), from f before the step."""
+        if group["kl_weight"] == 0:  # the form of the rule, fixed by kl_weight
+            return [torch.rsqrt(f) for f in state["fisher"]]
+        return [torch.sqrt(c.variance_scale / (f + c.gamma_in)) for f in state["fisher"]]
 
     _state_keys = ("exp_avg", "fisher")
 
@@ -114,31 +124,12 @@ class NoisyAdam(WeightSampling, torch.optim.Optimizer):
         grads: list[Tensor],
         state: StateTensors,
         c: NoisyAdamCoefficients,
+        mode: Mode,
     ) -> None:
         # VI or VO is the form of the rule (fixed by kl_weight), not a number of the step.
         vi = group["kl_weight"] > 0
         thetas = self._training_point(group, xs, state, c) if vi else None
-        noisy_adam_update_(xs, grads, thetas, state["exp_avg"], state["fisher"], c)
-
-    def _training_point(
-        self, group: Mapping, xs: list[Tensor], state: StateTensors, c: NoisyAdamCoefficients
-    ) -> list[Tensor]:
-        """θ = μ + σ⊙ε, σ² = (λ/N)/(f + γ_in) (VI) or 1/f (VO), from f before the step."""
-        fishers, noises = state["fisher"], state["noise"]
-        if not torch.is_tensor(c.gamma_in):  # eager: foreach kernels
-            if group["kl_weight"] == 0:
-                stds = torch._foreach_rsqrt(fishers)
-            else:
-                stds = torch._foreach_add(fishers, c.gamma_in)
-                torch._foreach_reciprocal_(stds)
-                torch._foreach_mul_(stds, c.variance_scale)
-                torch._foreach_sqrt_(stds)
-            return torch._foreach_addcmul(xs, stds, noises)
-        if group["kl_weight"] > 0:
-            stds = [torch.sqrt(c.variance_scale / (f + c.gamma_in)) for f in fishers]
-        else:
-            stds = [torch.rsqrt(f) for f in fishers]
-        return [x + e * std for x, e, std in zip(xs, noises, stds)]
+        noisy_adam_update_(xs, grads, thetas, state["exp_avg"], state["fisher"], c, mode)
 
     # ------------------------------------------------------------------ the posterior
     def _require_vi(self, what: str) -> None:
@@ -237,11 +228,12 @@ def noisy_adam_update_(
     exp_avgs: list[Tensor],
     fishers: list[Tensor],
     c: NoisyAdamCoefficients,
+    mode: Mode,
 ) -> None:
     """m ← β₁ m + (1 − β₁)(g + γ_in θ);  f ← β₂ f + (1 − β₂) g² (VI) or f + (1 − β₂) g²
     (VO);  μ ← μ − α/(1 − β₁ᵏ) · m/(f + γ), in place; ``thetas`` (VI only) is the sample
     that produced g."""
-    if not torch.is_tensor(c.step_size):  # eager: one foreach kernel per operation
+    if mode == "eager":  # one foreach kernel per operation
         directions = (
             grads if thetas is None else torch._foreach_add(grads, thetas, alpha=c.gamma_in)
         )

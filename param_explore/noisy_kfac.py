@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from .layer_statistics import LinearLayerRecorder
+from .layer_statistics import LinearLayerRecorder, linear_layers
 from .sampling import WeightSampling, skips_non_finite
-from .validation import require_interval, require_non_negative, require_positive
+from .validation import Checks, require_interval, require_non_negative, require_positive
 
 
-def linear_layers(model: nn.Module) -> list[nn.Linear]:
-    """The ``nn.Linear`` layers owning every trainable parameter of ``model``.
+def kfac_layers(model: nn.Module) -> list[nn.Linear]:
+    """The ``nn.Linear`` layers of ``model``, which must own every trainable parameter.
 
     A ``ValueError`` names any parameter outside them: noisy K-FAC has no Kronecker
     factors for other layer types.
@@ -31,7 +32,7 @@ def linear_layers(model: nn.Module) -> list[nn.Linear]:
             "noisy-kfac needs the network itself (an nn.Module), to find its Linear layers "
             f"and observe them; got {type(model).__name__}"
         )
-    layers = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    layers = linear_layers(model)
     covered = {id(p) for layer in layers for p in layer.parameters()}
     for name, p in model.named_parameters():
         if p.requires_grad and id(p) not in covered:
@@ -110,6 +111,26 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
 
     needs_module_calls = True
 
+    _setting_checks: ClassVar[Checks] = dict(
+        lr=require_positive,
+        beta=require_positive,
+        kl_weight=require_non_negative,
+        prior_variance=require_positive,
+        damping=require_non_negative,
+        num_data=require_positive,
+        initial_precision=require_positive,
+        stats_interval=require_interval,
+        inverse_interval=require_interval,
+    )
+
+    @classmethod
+    def _check_together(cls, settings: dict) -> None:
+        if settings["kl_weight"] > 0 and settings["beta"] > 1:
+            raise ValueError(
+                "beta is a moving-average weight in (0, 1] when kl_weight > 0, got "
+                f"{settings['beta']}"
+            )
+
     def __init__(
         self,
         model: nn.Module,
@@ -123,24 +144,21 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
         stats_interval: int = 10,
         inverse_interval: int = 100,
     ) -> None:
-        layers = linear_layers(model)
-        defaults = dict(
-            lr=require_positive("lr", lr),
-            beta=require_positive("beta", beta),
-            kl_weight=require_non_negative("kl_weight", kl_weight),
-            prior_variance=require_positive("prior_variance", prior_variance),
-            damping=require_non_negative("damping", damping),
-            num_data=require_positive("num_data", num_data),
-            initial_precision=require_positive("initial_precision", initial_precision),
-            stats_interval=require_interval("stats_interval", stats_interval),
-            inverse_interval=require_interval("inverse_interval", inverse_interval),
+        layers = kfac_layers(model)
+        settings = self.checked_settings(
+            lr=lr,
+            beta=beta,
+            kl_weight=kl_weight,
+            prior_variance=prior_variance,
+            damping=damping,
+            num_data=num_data,
+            initial_precision=initial_precision,
+            stats_interval=stats_interval,
+            inverse_interval=inverse_interval,
         )
-        if defaults["kl_weight"] > 0 and defaults["beta"] > 1:
-            raise ValueError(
-                f"beta is a moving-average weight in (0, 1] when kl_weight > 0, got {beta}"
-            )
-        params = [p for layer in layers for p in layer.parameters()]
-        super().__init__(params, defaults)
+        names = {id(p): name for name, p in model.named_parameters()}
+        params = [(names[id(p)], p) for layer in layers for p in layer.parameters()]
+        super().__init__(params, settings)
         if len(self.param_groups) != 1:  # pragma: no cover - torch builds exactly one
             raise ValueError("noisy-kfac takes one network, not parameter groups")
         self._layers = layers

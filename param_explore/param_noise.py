@@ -32,14 +32,15 @@ l.44-46 and l.105) and α = 1.01 (``noise.py`` l.5); Adam as Khan et al.'s Table
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 from .plain import AdamPlain
 from .sampling import skips_non_finite
-from .validation import require_interval, require_positive
+from .validation import Checks, require_interval, require_positive
 
 #: State keys of the perturbation, set aside while torch's Adam steps.
 _PERTURBATION_KEYS = ("noise", "perturbed")
@@ -78,18 +79,32 @@ class AdaptiveParamNoise(AdamPlain):
         adaptation_factor: float = 1.01,
         adaptation_interval: int = 50,
     ) -> None:
+        noise = self.checked_settings(
+            initial_std=initial_std,
+            target_distance=target_distance,
+            adaptation_factor=adaptation_factor,
+            adaptation_interval=adaptation_interval,
+        )
         super().__init__(params, lr=lr, betas=betas, eps=eps)
-        require_positive("initial_std", initial_std)
-        require_positive("target_distance", target_distance)
-        if not require_positive("adaptation_factor", adaptation_factor) > 1:
-            raise ValueError(f"adaptation_factor must be > 1, got {adaptation_factor!r}")
         for group in self.param_groups:
-            group.setdefault("noise_std", float(initial_std))
-            group["target_distance"] = float(target_distance)
-            group["adaptation_factor"] = float(adaptation_factor)
-            group["adaptation_interval"] = require_interval(
-                "adaptation_interval", adaptation_interval
-            )
+            group.setdefault("noise_std", noise["initial_std"])
+            group["target_distance"] = noise["target_distance"]
+            group["adaptation_factor"] = noise["adaptation_factor"]
+            group["adaptation_interval"] = noise["adaptation_interval"]
+
+    _setting_checks: ClassVar[Checks] = dict(
+        AdamPlain._setting_checks,
+        initial_std=require_positive,
+        target_distance=require_positive,
+        adaptation_factor=require_positive,
+        adaptation_interval=require_interval,
+    )
+
+    @classmethod
+    def _check_together(cls, settings: dict) -> None:
+        factor = settings.get("adaptation_factor")
+        if factor is not None and not factor > 1:
+            raise ValueError(f"adaptation_factor must be > 1, got {factor!r}")
 
     @property
     def noise_adaptation_interval(self) -> int:
@@ -122,7 +137,7 @@ class AdaptiveParamNoise(AdamPlain):
     @torch.no_grad()
     def adapt_noise(
         self,
-        actions_at: Callable[[list[Tensor] | None], Tensor],
+        actions_at: Callable[[Mapping[str, Tensor] | None], Tensor],
         generator: torch.Generator | None = None,
     ) -> float:
         """Measure d on a copy perturbed with fresh noise of the current σ, then scale σ.
@@ -137,7 +152,7 @@ class AdaptiveParamNoise(AdamPlain):
             else torch.zeros_like(p)
             for p in params
         ]
-        copy = torch._foreach_addcmul(params, stds, fresh)
+        copy = dict(zip(self.param_names(), torch._foreach_addcmul(params, stds, fresh)))
         distance = action_space_distance(actions_at(None), actions_at(copy))
         self.adapt(distance)
         return distance

@@ -10,20 +10,15 @@ injection" (Appendix K) through exactly the code path the exploring strategies u
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
 
+from .adam_rule import adam_traceable_step
 from .sampling import WeightSampling, skips_non_finite
-from .traceable import (
-    StateTensors,
-    TraceableStep,
-    adam_traceable_step,
-    at_mean,
-    single_group,
-)
-from .validation import require_betas, require_positive
+from .traceable import StateTensors, TraceableStep, at_mean, group_names, single_group
+from .validation import Checks, require_betas, require_positive
 
 
 class SGDPlain(WeightSampling, torch.optim.SGD):
@@ -32,7 +27,9 @@ class SGDPlain(WeightSampling, torch.optim.SGD):
     explores = False
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict], lr: float = 1e-4) -> None:
-        super().__init__(params, lr=require_positive("lr", lr))
+        super().__init__(params, **self.checked_settings(lr=lr))
+
+    _setting_checks: ClassVar[Checks] = dict(lr=require_positive)
 
     @skips_non_finite
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
@@ -48,7 +45,9 @@ class SGDPlain(WeightSampling, torch.optim.SGD):
         def coefficients(step: int) -> SGDStep:
             return SGDStep(group["lr"])
 
-        return TraceableStep(list(group["params"]), {}, [], coefficients, update, at_mean)
+        return TraceableStep(
+            list(group["params"]), {}, [], coefficients, update, at_mean, group_names(group)
+        )
 
 
 class SGDStep(NamedTuple):
@@ -70,13 +69,11 @@ class AdamPlain(WeightSampling, torch.optim.Adam):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
     ) -> None:
-        super().__init__(
-            params,
-            lr=require_positive("lr", lr),
-            betas=require_betas("betas", betas),
-            eps=require_positive("eps", eps),
-            fused=True,
-        )
+        super().__init__(params, **self.checked_settings(lr=lr, betas=betas, eps=eps), fused=True)
+
+    _setting_checks: ClassVar[Checks] = dict(
+        lr=require_positive, betas=require_betas, eps=require_positive
+    )
 
     @skips_non_finite
     def step(self, closure: Callable[[], float] | None = None) -> float | None:

@@ -6,21 +6,26 @@ its six strategies, the RL (variational-optimisation) reading of Zhang et al. 20
 noisy Adam and noisy K-FAC, Plappert et al. 2018 for adaptive parameter noise, and
 Adam-Explore's for ``fixed-noise`` (Vadam's ablation: its noise without σ learning).
 
-Pass the network itself (an ``nn.Module``): noisy K-FAC needs its layers, the others
-take its parameters — its ``LayerNorm`` parameters in a group that is trained but never
+A new strategy is its module and one entry of :data:`OPTIMIZERS` (and, for ``train_agent``,
+its preset ``configs/<name>.yaml``).
+
+Pass the network itself (an ``nn.Module``): the optimizer is built from its *named*
+parameters, so that it can be told which weight is which by name (a network called at
+sampled weights, a checkpoint's state matched to its parameters); noisy K-FAC needs its
+layers besides. Its ``LayerNorm`` parameters go in a group that is trained but never
 perturbed (``perturb=False``, :mod:`param_explore.sampling`). An iterable of tensors or
 param groups works for all but noisy K-FAC.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from .bbb import BayesByBackprop
 from .explore import AdamExplore, FixedNoise, SGDExplore
 from .noisy_adam import NoisyAdam
 from .noisy_kfac import NoisyKFAC
@@ -28,6 +33,7 @@ from .param_noise import AdaptiveParamNoise
 from .plain import AdamPlain, SGDPlain
 from .vadagrad import VadaGrad
 from .vadam import Vadam
+from .validation import keyword_defaults, require_known
 
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "sgd-plain": SGDPlain,
@@ -42,6 +48,14 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "fixed-noise": FixedNoise,
 }
 
+#: Posteriors a Bayesian model can be fitted with (VI forms): Bayes by Backprop, and noisy
+#: Adam and noisy K-FAC with ``kl_weight`` > 0 (VIME's dynamics model, ``agents.curiosity``).
+POSTERIORS: dict[str, type[torch.optim.Optimizer]] = {
+    "bbb": BayesByBackprop,
+    "noisy-adam": NoisyAdam,
+    "noisy-kfac": NoisyKFAC,
+}
+
 
 def available_optimizers() -> list[str]:
     """The registered strategy names, in the paper's order."""
@@ -50,18 +64,31 @@ def available_optimizers() -> list[str]:
 
 def optimizer_class(name: str) -> type[torch.optim.Optimizer]:
     """The class registered as ``name``; a ``ValueError`` listing valid names otherwise."""
-    try:
-        return OPTIMIZERS[name]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS)}"
-        ) from None
+    if not isinstance(name, str) or name not in OPTIMIZERS:
+        require_known("optimizer", [str(name)], OPTIMIZERS)
+    return OPTIMIZERS[name]
 
 
-def hyperparameters(name: str) -> dict[str, Any]:
-    """The tunable hyperparameters of strategy ``name`` with their (Table 3) defaults."""
-    _, _, *tunable = inspect.signature(optimizer_class(name).__init__).parameters.values()
-    return {param.name: param.default for param in tunable}  # after (self, params/model)
+def hyperparameters(optimizer: str | type[torch.optim.Optimizer]) -> dict[str, Any]:
+    """The tunable hyperparameters of a strategy (its name or class) with their (Table 3)
+    defaults: the keyword parameters after ``(self, params/model)``."""
+    cls = optimizer_class(optimizer) if isinstance(optimizer, str) else optimizer
+    return keyword_defaults(cls.__init__, skip=2)
+
+
+def checked_hyperparameters(
+    optimizer: str | type[torch.optim.Optimizer], overrides: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Every hyperparameter of a strategy (its name or class): ``overrides`` over the
+    defaults, checked by the optimizer's own checks without building it; a ``ValueError``
+    naming an unknown or bad one."""
+    cls = optimizer_class(optimizer) if isinstance(optimizer, str) else optimizer
+    defaults = hyperparameters(cls)
+    name = optimizer if isinstance(optimizer, str) else cls.__name__
+    require_known(f"hyperparameter(s) for optimizer {name!r}:", overrides, defaults)
+    settings = {**defaults, **overrides}
+    cls.checked_settings(**settings)
+    return settings
 
 
 def make_optimizer(
@@ -70,19 +97,15 @@ def make_optimizer(
     """Build strategy ``name`` for a network (or its ``params``); ``overrides`` replace the
     defaults."""
     cls = optimizer_class(name)
-    unknown = sorted(set(overrides) - set(hyperparameters(name)))
-    if unknown:
-        raise ValueError(
-            f"unknown hyperparameter(s) {', '.join(unknown)} for optimizer {name!r}; "
-            f"valid: {', '.join(hyperparameters(name))}"
-        )
+    require_known(f"hyperparameter(s) for optimizer {name!r}:", overrides, hyperparameters(cls))
     if isinstance(params, nn.Module) and not cls.needs_module_calls:
         params = parameter_groups(params)
     return cls(params, **overrides)
 
 
 def parameter_groups(module: nn.Module) -> list[dict]:
-    """The module's parameters; those of its ``LayerNorm`` layers in a group never perturbed.
+    """The module's named parameters; those of its ``LayerNorm`` layers in a group never
+    perturbed.
 
     Plappert et al. (2018) perturb a layer-normalised actor but leave the normalisation's
     own scale and shift as they are (``docs/decisions.md#layer-norm``).
@@ -90,8 +113,9 @@ def parameter_groups(module: nn.Module) -> list[dict]:
     normalisation = {
         id(p) for m in module.modules() if isinstance(m, nn.LayerNorm) for p in m.parameters()
     }
-    perturbed = [p for p in module.parameters() if id(p) not in normalisation]
-    fixed = [p for p in module.parameters() if id(p) in normalisation]
+    named = list(module.named_parameters())
+    perturbed = [(n, p) for n, p in named if id(p) not in normalisation]
+    fixed = [(n, p) for n, p in named if id(p) in normalisation]
     groups = [{"params": perturbed}]
     if fixed:
         groups.append({"params": fixed, "perturb": False})

@@ -36,11 +36,20 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
-from .traceable import StateTensors, TraceableStep, UntraceableOptimizerError, single_group
+from .traceable import (
+    Mode,
+    StateTensors,
+    TraceableStep,
+    UntraceableOptimizerError,
+    group_names,
+    single_group,
+)
+from .validation import Checks
 
 
 def skips_non_finite(step: Callable) -> Callable:
@@ -68,7 +77,8 @@ def skips_non_finite(step: Callable) -> Callable:
 class WeightSampling:
     """Mixin adding the sampling interface to a ``torch.optim.Optimizer``.
 
-    Subclasses set :attr:`explores` and implement :meth:`_group_sampling_std`. The noise ε
+    Subclasses set :attr:`explores` and implement :meth:`_std` (σ from the state tensors:
+    the one place a strategy's σ is written). The noise ε
     of each parameter lives in ``self.state[p]["noise"]`` so that it is saved by
     ``state_dict()`` and a reloaded run reuses the very θ it was acting with. Work is done
     with ``torch._foreach_*`` ops over all tensors of a group: the per-step cost of sampling
@@ -97,6 +107,22 @@ class WeightSampling:
     noise_adaptation_interval: int | None = None
     #: Steps skipped because a gradient was not finite (:func:`skips_non_finite`).
     skipped_steps: int = 0
+    #: How each setting is checked: name → ``check(name, value)``, which returns the value
+    #: as kept or raises a ValueError naming the setting (:mod:`param_explore.validation`).
+    _setting_checks: ClassVar[Checks] = {}
+
+    @classmethod
+    def checked_settings(cls, **settings: Any) -> dict[str, Any]:
+        """The settings as the optimizer keeps them (its param-group defaults), or a
+        ValueError saying which is wrong: the optimizer's own checks, run before anything is
+        built, so that a run's settings are refused before it allocates."""
+        checked = {name: cls._setting_checks[name](name, value) for name, value in settings.items()}
+        cls._check_together(checked)
+        return checked
+
+    @classmethod
+    def _check_together(cls, settings: dict[str, Any]) -> None:
+        """Checks that involve several settings (none by default)."""
 
     # Provided by torch.optim.Optimizer.
     param_groups: list[dict]
@@ -104,8 +130,11 @@ class WeightSampling:
 
     # ------------------------------------------------------------------ internals
     def _group_sampling_std(self, group: dict) -> list[Tensor]:
-        """σ of every parameter of ``group`` from the optimizer state (new tensors)."""
-        raise NotImplementedError
+        """σ of every parameter of ``group`` from the optimizer state (new tensors): the
+        strategy's :meth:`_std` on its state, with the numbers of its coming step."""
+        states = [self._init_state(group, p) for p in group["params"]]
+        state = {key: [s[key] for s in states] for key in self._state_keys}
+        return self._std(group, state, self._coefficients(group, _coming_step(states)))
 
     def _skip_step(self) -> None:
         """Count a step skipped for a non-finite gradient (strategies drop what they
@@ -122,6 +151,28 @@ class WeightSampling:
 
     def _params(self) -> list[Tensor]:
         return [p for group in self.param_groups for p in group["params"]]
+
+    def param_names(self) -> list[str]:
+        """The parameters' names in ``param_groups`` order: what a network is called with
+        (``make_optimizer`` builds every strategy from the network's named parameters)."""
+        names = [name for group in self.param_groups for name in group.get("param_names", ())]
+        if len(names) != len(self._params()):
+            raise ValueError(
+                f"{type(self).__name__} was built from unnamed parameters; build it with "
+                "make_optimizer(name, network) or from network.named_parameters()"
+            )
+        return names
+
+    def named_sample(self) -> dict[str, Tensor]:
+        """:meth:`sample` by parameter name, for ``network(obs, weights)`` or
+        ``torch.func.functional_call``."""
+        return dict(zip(self.param_names(), self.sample(), strict=True))
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """torch's ``load_state_dict`` with the saved state matched to the parameters by
+        name (torch matches by position): a network whose parameters are listed in another
+        order gets each its own state, and one with other parameters is refused."""
+        super().load_state_dict(state_by_name(self, state_dict))  # type: ignore[misc]
 
     def _perturbed_groups(self) -> list[dict]:
         return [group for group in self.param_groups if group.get("perturb", True)]
@@ -241,10 +292,11 @@ class WeightSampling:
 
     # ------------------------------------------------------------------ the update
     # A strategy defines its rule once, as :meth:`_update` over lists of tensors (calling
-    # its module-level rule function), with the step's numbers from :meth:`_coefficients`.
-    # The same two serve :meth:`step` (numbers as Python floats: torch's fast foreach and
-    # fused kernels) and :meth:`traceable_step` (numbers as 0-d tensors inside a compiled
-    # graph, so nothing step-dependent is baked in).
+    # its module-level rule function), with the step's numbers from :meth:`_coefficients`
+    # and its σ from :meth:`_std`. The same serve :meth:`step` (``mode="eager"``: numbers as
+    # Python floats, torch's fast foreach and fused kernels) and :meth:`traceable_step`
+    # (``mode="traced"``: numbers as 0-d tensors inside a compiled graph, so nothing
+    # step-dependent is baked in). The caller names the mode; no rule guesses it.
 
     #: The per-parameter state tensors :meth:`_update` reads and writes (ε is ``noise``).
     _state_keys: tuple[str, ...] = ()
@@ -257,8 +309,20 @@ class WeightSampling:
         """The numbers step ``step`` (≥ 1) of the rule needs, as a NamedTuple of floats."""
         raise NotImplementedError
 
+    def _std(self, group: Mapping, state: StateTensors, c: tuple) -> list[Tensor]:
+        """σ of the parameters whose state is ``state``, with the numbers ``c`` (floats or
+        tensors): plain tensor ops, so the one formula serves sampling, a compiled update's
+        training point and a population's stacked state alike."""
+        raise NotImplementedError
+
     def _update(
-        self, group: Mapping, xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: tuple
+        self,
+        group: Mapping,
+        xs: list[Tensor],
+        grads: list[Tensor],
+        state: StateTensors,
+        c: tuple,
+        mode: Mode,
     ) -> None:
         """The strategy's rule: one step on ``xs`` (the means μ) and ``state``, in place."""
         raise NotImplementedError
@@ -267,7 +331,8 @@ class WeightSampling:
         self, group: Mapping, xs: list[Tensor], state: StateTensors, c: tuple
     ) -> list[Tensor]:
         """θ = μ + σ⊙ε from explicit tensors, where a compiled update takes the gradient."""
-        raise NotImplementedError
+        stds = self._std(group, state, c)
+        return [x + std * e for x, std, e in zip(xs, stds, state["noise"])]
 
     def _state_tensors(
         self, group: Mapping, params: list[Tensor], states: list[dict], draw: bool = False
@@ -296,9 +361,8 @@ class WeightSampling:
             for step, idx in advance_steps(states).items():
                 xs = [params[i] for i in idx]
                 state = self._state_tensors(group, xs, [states[i] for i in idx])
-                self._update(
-                    group, xs, [x.grad for x in xs], state, self._coefficients(group, step)
-                )
+                c = self._coefficients(group, step)
+                self._update(group, xs, [x.grad for x in xs], state, c, "eager")
         return None
 
     def traceable_step(self) -> TraceableStep:
@@ -320,9 +384,15 @@ class WeightSampling:
             self._state_tensors(group, params, states, draw=True),
             states,
             functools.partial(self._coefficients, group),
-            functools.partial(self._update, group),
+            functools.partial(self._traced_update, group),
             functools.partial(self._training_point, group),
+            group_names(group),
         )
+
+    def _traced_update(
+        self, group: Mapping, xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: tuple
+    ) -> None:
+        self._update(group, xs, grads, state, c, "traced")
 
     @torch.no_grad()
     def sampling_std(self) -> list[Tensor]:
@@ -372,7 +442,7 @@ class WeightSampling:
 
     def adapt_noise(
         self,
-        actions_at: Callable[[list[Tensor] | None], Tensor],
+        actions_at: Callable[[Mapping[str, Tensor] | None], Tensor],
         generator: torch.Generator | None = None,
     ) -> float | None:
         """Adapt the noise scale to the policy's behaviour; a no-op unless the strategy
@@ -380,8 +450,8 @@ class WeightSampling:
         environment steps.
 
         ``actions_at(weights)`` gives the actions, normalised to [−1, 1], of the network
-        at ``weights`` (in ``param_groups`` order; ``None``: at μ) on a minibatch of states
-        the caller chose. Returns the measured distance, if any.
+        at ``weights`` (by parameter name; ``None``: at μ) on a minibatch of states the
+        caller chose. Returns the measured distance, if any.
         """
         return None
 
@@ -411,6 +481,54 @@ def advance_steps(states: list[dict]) -> dict[int, list[int]]:
     return buckets
 
 
+def _coming_step(states: list[dict]) -> int:
+    """The number of the parameters' coming step (1 before the first)."""
+    return int(states[0]["step"]) + 1 if states else 1
+
+
+def state_by_name(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> dict[str, Any]:
+    """``saved`` (an optimizer's ``state_dict``) with its state re-indexed so that each of
+    ``optimizer``'s parameters gets the state saved under its name; a state saved without
+    names (earlier versions) is returned as it is, to be matched by position. A ValueError
+    names a parameter the saved state does not have, or a saved one this optimizer lacks.
+    """
+    saved_groups = saved["param_groups"]
+    if not all("param_names" in group for group in saved_groups):
+        return saved
+    where = {
+        name: index
+        for group in saved_groups
+        for name, index in zip(group["param_names"], group["params"], strict=True)
+    }
+    names = [group.get("param_names") for group in optimizer.param_groups]
+    if any(group is None for group in names):
+        return saved
+    wanted = [name for group in names for name in group]
+    missing = [name for name in wanted if name not in where]
+    extra = sorted(set(where) - set(wanted))
+    if missing or extra:
+        raise ValueError(
+            "the saved optimizer state is of other parameters"
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+            + (f"; not in this network: {', '.join(extra)}" if extra else "")
+        )
+    if len(saved_groups) != len(names):
+        raise ValueError(
+            f"the saved optimizer state has {len(saved_groups)} parameter groups, this "
+            f"optimizer {len(names)}"
+        )
+    state, groups, index = {}, [], 0
+    for group, current in zip(saved_groups, names):
+        ids = []
+        for name in current:
+            if where[name] in saved["state"]:
+                state[index] = saved["state"][where[name]]
+            ids.append(index)
+            index += 1
+        groups.append({**group, "params": ids, "param_names": list(current)})
+    return {**saved, "state": state, "param_groups": groups}
+
+
 class PrecisionSampling(WeightSampling):
     """Strategies whose state holds the precision σ⁻² itself (VadaGrad, the Explore pair).
 
@@ -426,13 +544,6 @@ class PrecisionSampling(WeightSampling):
             )
         return state
 
-    def _group_sampling_std(self, group: Mapping) -> list[Tensor]:
-        return torch._foreach_rsqrt(
-            [self._init_state(group, p)["precision"] for p in group["params"]]
-        )
-
-    def _training_point(
-        self, group: Mapping, xs: list[Tensor], state: StateTensors, c: tuple
-    ) -> list[Tensor]:
-        """θ = μ + ε/√precision."""
-        return [x + e * torch.rsqrt(p) for x, p, e in zip(xs, state["precision"], state["noise"])]
+    def _std(self, group: Mapping, state: StateTensors, c: tuple) -> list[Tensor]:
+        """σ = 1/√precision."""
+        return [torch.rsqrt(p) for p in state["precision"]]

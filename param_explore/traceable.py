@@ -19,22 +19,29 @@ A :class:`TraceableStep` makes both explicit:
 * ``update(params, grads, state, c)`` — the step, in place;
 * ``training_point(params, state, c)`` — where the gradient for the step is taken:
   θ = μ + σ⊙ε for the variational strategies, μ for the others (as
-  :meth:`WeightSampling.training_params`).
+  :meth:`WeightSampling.training_params`);
+* ``names`` — the parameters' names, by which a graph calls the network.
 
-``update`` is the very rule ``step()`` runs (``WeightSampling._update``): given floats it
-uses torch's foreach and fused kernels, given the graph's tensors plain tensor ops.
-Tests hold the two equal over several steps for every strategy.
+``update`` is the very rule ``step()`` runs (``WeightSampling._update``), in its
+``traced`` mode: plain tensor ops on the graph's tensors, where ``step()`` runs torch's
+foreach and fused kernels on floats. Tests hold the two equal over several steps for
+every strategy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor
 
-from .adam_rule import AdamCoefficients, adam_update_
+#: How a rule runs, chosen by its caller: ``eager`` — the step's numbers are Python floats
+#: and the rule runs torch's foreach and fused kernels (``step()``); ``traced`` — the
+#: numbers are tensors and the rule runs plain tensor ops, which a compiled graph traces
+#: (``traceable_step()``) and which broadcast over a leading member dimension.
+Mode = Literal["eager", "traced"]
 
 #: Numbers of one step: a NamedTuple of floats, of 0-d tensors inside the graph.
 Coefficients = tuple
@@ -57,6 +64,9 @@ class TraceableStep:
     coefficients: Callable[[int], Coefficients]
     update: Callable[[list[Tensor], list[Tensor], StateTensors, Coefficients], None]
     training_point: Callable[[list[Tensor], StateTensors, Coefficients], list[Tensor]]
+    #: The parameters' names (``param_groups``' ``param_names``), aligned with ``params``;
+    #: None for an optimizer built from unnamed parameters.
+    names: list[str] | None
 
     def next_step(self) -> int:
         """The number t of the coming step (1 for the first).
@@ -91,8 +101,8 @@ class _JoinedGroups(Mapping):
         self._groups = groups
 
     def __getitem__(self, key: str) -> object:
-        if key == "params":
-            return [p for group in self._groups for p in group["params"]]
+        if key in ("params", "param_names"):
+            return [p for group in self._groups for p in group[key]]
         return self._groups[0][key]
 
     def __iter__(self) -> Iterator[str]:
@@ -113,7 +123,7 @@ def single_group(optimizer: torch.optim.Optimizer) -> Mapping:
         return groups[0]
 
     def settings(group: dict) -> dict:
-        return {k: v for k, v in group.items() if k not in ("params", "perturb")}
+        return {k: v for k, v in group.items() if k not in ("params", "param_names", "perturb")}
 
     if any(settings(group) != settings(groups[0]) for group in groups[1:]):
         raise UntraceableOptimizerError(
@@ -123,42 +133,7 @@ def single_group(optimizer: torch.optim.Optimizer) -> Mapping:
     return _JoinedGroups(groups)
 
 
-def adam_traceable_step(optimizer: torch.optim.Adam) -> TraceableStep:
-    """torch's ``Adam`` (the critic's optimizer and ``adam-plain``), trained at μ.
-
-    torch computes x ← x − α/(1 − γ₁ᵗ) · m/(√s/√(1 − γ₂ᵗ) + δ); multiplying numerator and
-    denominator by √(1 − γ₂ᵗ) gives the folded form of :func:`adam_update_` with
-    step size α√(1 − γ₂ᵗ)/(1 − γ₁ᵗ) and δ′ = δ√(1 − γ₂ᵗ).
-    """
-    group = single_group(optimizer)
-    for option in ("amsgrad", "maximize"):
-        if group.get(option):
-            raise UntraceableOptimizerError(f"Adam with {option}=True is not traceable here")
-    if group.get("weight_decay"):
-        raise UntraceableOptimizerError("Adam with weight_decay is not traceable here")
-    params = list(group["params"])
-    states = []
-    for p in params:
-        state = optimizer.state[p]
-        if "exp_avg" not in state:  # torch's own initial state (fused layout)
-            state["step"] = torch.tensor(0.0, dtype=torch.float32, device=p.device)
-            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        states.append(state)
-
-    def coefficients(step: int) -> AdamCoefficients:
-        return AdamCoefficients.of_torch_adam(step, group["lr"], group["betas"], group["eps"])
-
-    def update(
-        xs: list[Tensor], grads: list[Tensor], state: StateTensors, c: AdamCoefficients
-    ) -> None:
-        adam_update_(xs, grads, state["exp_avg"], state["exp_avg_sq"], c)
-
-    return TraceableStep(
-        params,
-        {key: [s[key] for s in states] for key in ("exp_avg", "exp_avg_sq")},
-        states,
-        coefficients,
-        update,
-        at_mean,
-    )
+def group_names(group: Mapping) -> list[str] | None:
+    """The names of a parameter group's parameters, or None if it was built unnamed."""
+    names = list(group.get("param_names", ()))
+    return names if len(names) == len(group["params"]) else None

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
 
 from .sampling import PrecisionSampling
-from .traceable import StateTensors
-from .validation import require_beta, require_positive
+from .traceable import Mode, StateTensors
+from .validation import Checks, require_beta, require_positive
 
 
 class VadaGrad(PrecisionSampling, torch.optim.Optimizer):
@@ -34,12 +34,12 @@ class VadaGrad(PrecisionSampling, torch.optim.Optimizer):
         beta2: float = 0.99,
         initial_precision: float = 1e4,
     ) -> None:
-        defaults = dict(
-            lr=require_positive("lr", lr),
-            beta2=require_beta("beta2", beta2),
-            initial_precision=require_positive("initial_precision", initial_precision),
-        )
-        super().__init__(params, defaults)
+        settings = self.checked_settings(lr=lr, beta2=beta2, initial_precision=initial_precision)
+        super().__init__(params, settings)
+
+    _setting_checks: ClassVar[Checks] = dict(
+        lr=require_positive, beta2=require_beta, initial_precision=require_positive
+    )
 
     _state_keys = ("precision",)
 
@@ -53,8 +53,9 @@ class VadaGrad(PrecisionSampling, torch.optim.Optimizer):
         grads: list[Tensor],
         state: StateTensors,
         c: VadaGradCoefficients,
+        mode: Mode,
     ) -> None:
-        vadagrad_update_(xs, grads, state["precision"], c)
+        vadagrad_update_(xs, grads, state["precision"], c, mode)
 
 
 class VadaGradCoefficients(NamedTuple):
@@ -65,10 +66,14 @@ class VadaGradCoefficients(NamedTuple):
 
 
 def vadagrad_update_(
-    xs: list[Tensor], grads: list[Tensor], precisions: list[Tensor], c: VadaGradCoefficients
+    xs: list[Tensor],
+    grads: list[Tensor],
+    precisions: list[Tensor],
+    c: VadaGradCoefficients,
+    mode: Mode,
 ) -> None:
     """s ← s + (1 − γ₂) g²;  μ ← μ − α g/√s (new s), in place."""
-    if not torch.is_tensor(c.lr):  # eager: one foreach kernel per operation
+    if mode == "eager":  # one foreach kernel per operation
         torch._foreach_addcmul_(precisions, grads, grads, value=c.s_weight)
         torch._foreach_addcdiv_(xs, grads, torch._foreach_sqrt(precisions), value=-c.lr)
         return

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
 
 from .adam_rule import AdamCoefficients, adam_update_
 from .sampling import WeightSampling
-from .traceable import StateTensors
-from .validation import require_betas, require_non_negative, require_positive
+from .traceable import Mode, StateTensors
+from .validation import Checks, require_betas, require_non_negative, require_positive
 
 
 class Vadam(WeightSampling, torch.optim.Optimizer):
@@ -52,19 +52,30 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
         sample_constant: float = 1e4,
         num_data: float = 1.0,
     ) -> None:
-        defaults = dict(
-            lr=require_positive("lr", lr),
-            betas=require_betas("betas", betas),
-            prior_precision=require_non_negative("prior_precision", prior_precision),
-            sample_constant=require_non_negative("sample_constant", sample_constant),
-            num_data=require_positive("num_data", num_data),
+        settings = self.checked_settings(
+            lr=lr,
+            betas=betas,
+            prior_precision=prior_precision,
+            sample_constant=sample_constant,
+            num_data=num_data,
         )
-        if defaults["prior_precision"] + defaults["sample_constant"] <= 0:
+        super().__init__(params, settings)
+
+    _setting_checks: ClassVar[Checks] = dict(
+        lr=require_positive,
+        betas=require_betas,
+        prior_precision=require_non_negative,
+        sample_constant=require_non_negative,
+        num_data=require_positive,
+    )
+
+    @classmethod
+    def _check_together(cls, settings: dict) -> None:
+        if settings["prior_precision"] + settings["sample_constant"] <= 0:
             raise ValueError(
                 "the initial sampling precision prior_precision + sample_constant must be "
                 "> 0 (s starts at 0); set sample_constant > 0 or prior_precision > 0"
             )
-        super().__init__(params, defaults)
 
     _state_keys = ("exp_avg", "exp_avg_sq")
 
@@ -76,16 +87,9 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
             state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         return state
 
-    def _group_sampling_std(self, group: Mapping) -> list[Tensor]:
-        second_moments = [self._init_state(group, p)["exp_avg_sq"] for p in group["params"]]
-        offset = group["prior_precision"] + group["sample_constant"]
-        if group["num_data"] == 1:  # the RL setting: one pass fewer
-            stds = torch._foreach_add(second_moments, offset)
-        else:
-            stds = torch._foreach_mul(second_moments, group["num_data"])
-            torch._foreach_add_(stds, offset)
-        torch._foreach_rsqrt_(stds)
-        return stds
+    def _std(self, group: Mapping, state: StateTensors, c: VadamCoefficients) -> list[Tensor]:
+        """σ = 1/√(N s + λ + c) (Alg. 2 l.3), from the raw s."""
+        return [torch.rsqrt(c.num_data * s + c.sampling_offset) for s in state["exp_avg_sq"]]
 
     def _coefficients(self, group: Mapping, step: int) -> VadamCoefficients:
         prior = group["prior_precision"] / group["num_data"]
@@ -103,18 +107,10 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
         grads: list[Tensor],
         state: StateTensors,
         c: VadamCoefficients,
+        mode: Mode,
     ) -> None:
         # The prior term λμ/N uses the mean *before* this step.
-        adam_update_(xs, grads, state["exp_avg"], state["exp_avg_sq"], c.adam)
-
-    def _training_point(
-        self, group: Mapping, xs: list[Tensor], state: StateTensors, c: VadamCoefficients
-    ) -> list[Tensor]:
-        """θ = μ + ε/√(N s + λ + c) (Alg. 2 l.3)."""
-        return [
-            x + e * torch.rsqrt(c.num_data * s + c.sampling_offset)
-            for x, s, e in zip(xs, state["exp_avg_sq"], state["noise"])
-        ]
+        adam_update_(xs, grads, state["exp_avg"], state["exp_avg_sq"], c.adam, mode)
 
 
 class VadamCoefficients(NamedTuple):

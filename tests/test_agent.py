@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from agents import DDPG, ConfigError, evaluate, evaluate_together
-from agents.engine.networks import Actor, Critic
-from agents.engine.replay_buffer import ReplayBuffer
+from agents.ddpg.networks import Actor, Critic
+from agents.ddpg.replay_buffer import ReplayBuffer
 
 pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
 
@@ -68,7 +68,7 @@ class Recorder:
 
         def hook(module, args, kwargs):
             weights = args[1] if len(args) > 1 else kwargs.get("weights")
-            used = module.net[0].weight if weights is None else weights[0]
+            used = module.net[0].weight if weights is None else weights["net.0.weight"]
             self.calls.append((self.phase, used.detach().clone()))
 
         agent.actor.register_forward_pre_hook(hook, with_kwargs=True)

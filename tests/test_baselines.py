@@ -9,9 +9,10 @@ import torch
 
 import param_explore as pe
 from agents import DDPG
-from agents.engine.action_noise import GaussianActionNoise, OrnsteinUhlenbeckActionNoise
-from agents.engine.networks import Actor
-from agents.engine.strategies import available_strategies, make_action_noise
+from agents.common.action_noise import GaussianActionNoise, OrnsteinUhlenbeckActionNoise
+from agents.common.errors import ConfigError
+from agents.common.strategies import available_strategies, resolve_strategy
+from agents.ddpg.networks import Actor
 
 pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
 
@@ -99,10 +100,10 @@ def test_ornstein_uhlenbeck_follows_its_recursion_and_resets():
 
 
 def test_unknown_action_noise_settings_are_rejected():
-    with pytest.raises(ValueError, match="it adds no action noise"):
-        make_action_noise("vadam", 1, {"sigma": 0.1})
-    with pytest.raises(ValueError, match="valid: theta, sigma, dt"):
-        make_action_noise("ou-action", 1, {"mu": 0.1})
+    with pytest.raises(ConfigError, match="it adds no action noise"):
+        resolve_strategy("vadam", action_noise={"sigma": 0.1})
+    with pytest.raises(ConfigError, match="valid: theta, sigma, dt"):
+        resolve_strategy("ou-action", action_noise={"mu": 0.1})
 
 
 def behaviour_noise(optimizer, steps=2000, **noise):

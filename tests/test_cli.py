@@ -145,7 +145,7 @@ def test_runs_are_compiled_by_default_and_resume_compiled(tmp_path, train_agent,
     assert compiled("--steps", "200", logdir="out") == 1
     assert compiled("--steps", "400", "--resume", logdir="out") == 1
     run_dir = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0"
-    assert yaml.safe_load((run_dir / "config.yaml").read_text())["compile"] is None  # auto
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["compile"] is True  # resolved
     assert [r["step"] for r in read_eval_csv(run_dir / "eval.csv")] == [200, 400]
     assert compiled("--steps", "200", "--no-compile", logdir="eager") == 0
 
@@ -226,8 +226,14 @@ def test_ctrl_c_writes_a_final_checkpoint(tmp_path):
 BAD_INPUT = {
     "unknown env": (["--env", "NoSuchEnv-v0"], "unknown environment 'NoSuchEnv-v0'"),
     "discrete actions": (["--env", "CartPole-v1"], "Discrete action space; DDPG needs"),
-    "unknown strategy": (["--opt", "adamw"], "unknown optimizer 'adamw'; choose one of: sgd-plain"),
-    "unknown --set key": (["--set", "batchsize=3"], "unknown config key 'batchsize' in --set (did"),
+    "unknown strategy": (
+        ["--opt", "adamw"],
+        "unknown strategy adamw (did you mean vadam?); valid: sgd-plain",
+    ),
+    "unknown --set key": (
+        ["--set", "batchsize=3"],
+        "unknown config key(s) in --set: batchsize (did",
+    ),
     "bad --set syntax": (["--set", "batch_size"], "--set expects key=value"),
     "zero steps": (["--steps", "0"], "total_steps must be > 0"),
     "negative eval": (["--eval-every", "-5"], "eval_every must be > 0"),
@@ -239,7 +245,7 @@ BAD_INPUT = {
         "cannot parse config file broken.yaml (line 3): expected",
     ),
     "config not a mapping": (["--config", "list.yaml"], "must hold a mapping"),
-    "unknown key in file": (["--config", "typo.yaml"], "unknown config key 'gama' in typo.yaml"),
+    "unknown key in file": (["--config", "typo.yaml"], "unknown config key(s) in typo.yaml: gama"),
     "wrong type": (["--set", "batch_size=many"], "batch_size must be an integer, got 'many'"),
     "action noise on a weight strategy": (
         ["--set", "action_noise.sigma=0.3"],

@@ -20,12 +20,17 @@ import torch
 import torch._inductor.config as inductor_config
 
 from agents import DDPG
-from agents.engine.compile_cache import KERNEL_ENV, kernel_cache_dir, kernel_key, kernel_set
-from agents.engine.compiled_update import CompiledUpdate
-from agents.engine.strategies import available_strategies, strategy_optimizer
+from agents.common.strategies import available_strategies, resolve_strategy
+from agents.ddpg.compile_cache import KERNEL_ENV, kernel_cache_dir, kernel_key, kernel_set
+from agents.ddpg.compiled_update import CompiledUpdate
 
 SMALL = dict(hidden_sizes=[32, 24], learning_starts=64, batch_size=16)
 STEPS = 100  # 36 updates after learning_starts
+
+
+def strategy_optimizer(name: str) -> str:
+    return resolve_strategy(name).optimizer
+
 
 TRACED = [s for s in available_strategies() if strategy_optimizer(s) != "noisy-kfac"]
 #: The strategies TorchInductor builds in the default suite: other tests here compile the

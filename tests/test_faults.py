@@ -43,11 +43,11 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import param_explore as pe
 from agents import DDPG
-from agents.errors import CheckpointError, NonFiniteDataError
-from agents.runs.config import resolve_config
+from agents.common.errors import CheckpointError, NonFiniteDataError
 from agents.runs.run_lock import LOCK_FILE, run_dir_lock
 from agents.runs.run_logger import read_eval_csv
-from agents.runs.training import train
+from agents.runs.train import train
+from agents.settings import resolve_settings
 
 from conftest import error_line, train_agent_process
 
@@ -123,7 +123,7 @@ def finished_runs(tmp_path_factory):
         ("MountainCarContinuous-v0", "vadam", 999, "native"),
         ("Pendulum-v1", "vadam", 200, "sb3"),
     ):
-        config = resolve_config(
+        config = resolve_settings(
             strategy=strategy, env=env, total_steps=steps, eval_every=200, eval_episodes=1,
             engine=engine, logdir=str(root), set_options=["hidden_sizes=[32,32]"], compile=False,
         )  # fmt: skip
@@ -253,7 +253,7 @@ def test_non_finite_observation_through_the_python_api(tmp_path):
     try:
         import faulty_envs_api  # noqa: F401  (registers the envs)
 
-        config = resolve_config(
+        config = resolve_settings(
             env="NaNObservationPendulum-v0", total_steps=600, eval_every=200, eval_episodes=1,
             logdir=str(tmp_path / "out"), set_options=["hidden_sizes=[32,32]"], compile=False,
         )  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
 import signal
@@ -17,10 +18,10 @@ from rliable import library as rly
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.custom_scalar import layout_pb2
 
-from agents.errors import ConfigError, RunDirectoryError
+from agents.common.errors import ConfigError, RunDirectoryError
 from agents.reporting.compare import main as compare_runs
-from agents.runs.config import TrainConfig, resolve_config
 from agents.runs.grid import run_grid, threads_per_worker
+from agents.settings import RunSettings, resolve_settings
 
 SMALL = ["--env", "Pendulum-v1", "--steps", "400", "--eval-every", "200",
          "--eval-episodes", "1", "--set", "hidden_sizes=[32,32]", "--no-compile"]  # fmt: skip
@@ -202,9 +203,9 @@ def test_interrupted_grid_completes_without_redoing_finished_runs(tmp_path):
         assert list(rows) == [200, 400]
 
 
-def configs(tmp_path: Path, strategies: list[str]) -> list[TrainConfig]:
+def configs(tmp_path: Path, strategies: list[str]) -> list[RunSettings]:
     return [
-        resolve_config(
+        resolve_settings(
             strategy=opt,
             set_options=["hidden_sizes=[32,32]"],
             env="Pendulum-v1",
@@ -220,7 +221,7 @@ def configs(tmp_path: Path, strategies: list[str]) -> list[TrainConfig]:
 
 def test_a_failing_run_does_not_stop_the_others(tmp_path):
     grid = configs(tmp_path, ["vadam", "adam-plain"])
-    grid[0].env = "NoSuchEnv-v0"  # breaks inside the worker, after validation
+    grid[0] = dataclasses.replace(grid[0], env="NoSuchEnv-v0")  # breaks inside the worker
     outcomes = run_grid(grid, workers=2)
     by_ok = {o.ok: o for o in outcomes}
     assert set(by_ok) == {True, False}
@@ -245,7 +246,7 @@ def test_committed_results_without_checkpoints_count_as_finished(tmp_path, capsy
     """A study committed with eval.csv and config.yaml only (no checkpoints, no events) is
     complete: re-running its grid in a fresh clone skips it and changes nothing, while
     extending it (no checkpoint to continue from) is refused, and changes nothing either."""
-    from agents.runs.training import train
+    from agents.runs.train import train
 
     (config,) = configs(tmp_path, ["adam-plain"])
     run_dir = train(config, progress=False)
@@ -258,7 +259,7 @@ def test_committed_results_without_checkpoints_count_as_finished(tmp_path, capsy
     assert (run_dir / "eval.csv").read_bytes() == before
     assert not (run_dir / "checkpoints").exists() or not any((run_dir / "checkpoints").iterdir())
 
-    config.total_steps = 600  # now the last evaluation (600) is missing
+    config = dataclasses.replace(config, total_steps=600)  # the last evaluation is missing
     with pytest.raises(RunDirectoryError, match=r"checkpoint .* is missing but the directory"):
         train(config, resume=True, progress=False)
     assert (run_dir / "eval.csv").read_bytes() == before

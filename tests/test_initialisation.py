@@ -20,9 +20,9 @@ from torch import nn
 
 import agents.sb3.policy  # noqa: F401  (registers the policy alias)
 from agents import DDPG
-from agents.engine.networks import Actor, Critic
-from agents.errors import ConfigError
-from agents.runs.config import resolve_config
+from agents.common.errors import ConfigError
+from agents.ddpg.networks import Actor, Critic
+from agents.settings import resolve_settings
 
 OBS, ACT = 17, 6
 
@@ -142,12 +142,11 @@ def test_agent_uses_the_configured_scheme_and_defaults_to_khan2018():
 
 
 def test_cli_config_selects_the_scheme_and_rejects_unknown_ones():
-    assert resolve_config(strategy="vadam").init == "khan2018"
-    assert resolve_config(strategy="adam-plain", set_options=["init=lillicrap"]).init == (
-        "lillicrap"
-    )
+    assert resolve_settings(strategy="vadam").learner.init == "khan2018"
+    lillicrap = resolve_settings(strategy="adam-plain", set_options=["init=lillicrap"])
+    assert lillicrap.learner.init == "lillicrap"
     with pytest.raises(ConfigError, match="init must be one of khan2018, lillicrap"):
-        resolve_config(strategy="vadam", set_options=["init=xavier"])
+        resolve_settings(strategy="vadam", set_options=["init=xavier"])
 
 
 def test_sb3_policy_init_kwarg():

@@ -1,29 +1,35 @@
 """The layout is the architecture (docs/architecture.md): families import only downward.
 
 Read from the source with ``ast``, nothing imported: ``param_explore`` never imports
-``agents``; inside ``agents`` the families are layered engine ← sb3 ← runs ← reporting ←
-the CLI, with the new families (sparse tasks, curiosity) as subpackages of their own; and no
-module imports another that imports it back.
+``agents``; inside ``agents`` the families are layered common ← curiosity ← settings ←
+the learners (ddpg, sb3) ← runs ← reporting ← the CLI, with the sparse tasks apart; no
+module imports another that imports it back; and an optional learner's dependency is
+imported only when a run asks for that learner.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Family → the families it may import (besides itself, ``errors`` and ``param_explore``).
+#: Family → the families it may import (besides itself and ``param_explore``).
 ALLOWED = {
     "tasks": set(),
-    "engine": set(),
-    "sb3": {"engine"},
-    "curiosity": {"engine"},
-    "runs": {"engine", "sb3", "curiosity", "tasks"},
-    "reporting": {"engine", "runs", "tasks"},
-    "cli": {"engine", "runs", "reporting"},
-    "__init__": {"engine", "runs", "tasks"},
-    "errors": set(),
+    "common": set(),
+    "curiosity": {"common"},
+    "settings": {"common", "curiosity"},
+    "ddpg": {"common", "settings"},
+    "sb3": {"common", "settings"},
+    "runs": {"common", "settings", "curiosity", "ddpg", "sb3", "tasks"},
+    "reporting": {"common", "runs", "tasks"},
+    "cli": {"common", "settings", "curiosity", "runs", "reporting"},
+    "__init__": {"common", "settings", "ddpg", "runs", "tasks"},
 }
 
 
@@ -70,7 +76,7 @@ def test_agents_families_import_only_downward():
     for name, path in modules.items():
         family = _family(name)
         assert family in ALLOWED, f"{name}: a new family needs its place in ALLOWED"
-        allowed = ALLOWED[family] | {family, "errors"}
+        allowed = ALLOWED[family] | {family}
         for imported in _imports(path):
             if imported in modules and imported != "agents":
                 target = _family(imported)
@@ -98,3 +104,28 @@ def test_no_module_imports_one_that_imports_it_back():
         if reaches(b, a) and not (a.startswith(b + ".") or b.startswith(a + "."))
     ]  # fmt: skip
     assert not cycles, cycles
+
+
+def test_an_optional_learner_is_imported_only_when_asked_for():
+    """A plain install (no extras) runs every default command: importing the package and
+    its command-line tools does not import sb3-contrib (``--algo trpo``'s dependency)."""
+    code = (
+        "import sys, agents, agents.cli, agents.reporting.compare\n"
+        "assert 'sb3_contrib' not in sys.modules, 'sb3_contrib imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_every_package_is_installed_and_the_presets_are_package_data():
+    """pyproject.toml lists the packages (the presets need a package of their own): the
+    list is every folder with an ``__init__.py``, and ``configs`` is not among them."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = {
+        _module_name(init)
+        for package in ("param_explore", "agents")
+        for init in (ROOT / package).rglob("__init__.py")
+    }
+    assert set(project["packages"]) == found | {"agents.presets"}
+    assert project["package-dir"] == {"agents.presets": "configs"}

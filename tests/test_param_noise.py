@@ -18,10 +18,10 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 import agents.sb3.policy  # registers the policy alias; its callback is used below
 import param_explore as pe
 from agents import DDPG
-from agents.engine.ddpg import Callback
-from agents.engine.networks import Actor
-from agents.errors import ConfigError
-from agents.runs.config import resolve_config
+from agents.common.callbacks import Callback
+from agents.common.errors import ConfigError
+from agents.ddpg.networks import Actor
+from agents.settings import resolve_settings
 
 pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
 
@@ -94,12 +94,12 @@ def test_adaptation_uses_a_fresh_perturbation_and_leaves_the_acting_copy():
         distance = opt.adapt_noise(lambda w: actor(obs, w), generator)
         # Independently: fresh N(0, σ²) on every weight and bias of the Linear layers
         # (drawn in parameter order), nothing on the norms; RMS action difference.
-        copy = [
-            p + 0.05 * torch.randn(p.shape, generator=expected_draws)
+        copy = {
+            name: p + 0.05 * torch.randn(p.shape, generator=expected_draws)
             if not name.startswith("norms.")
             else p
             for name, p in actor.named_parameters()
-        ]
+        }
         mean_actions = actor(obs).numpy()
         copy_actions = actor(obs, copy).numpy()
     expected = float(np.sqrt(np.mean((mean_actions - copy_actions) ** 2)))
@@ -138,8 +138,8 @@ def test_per_episode_perturbation_is_the_default_wherever_param_noise_is_built()
     assert agent().resample == "episode"
     assert agent("vadam").resample == "step"
     assert agent(resample="step").resample == "step"  # an explicit choice wins
-    assert resolve_config(strategy="param-noise").resample == "episode"
-    assert resolve_config(strategy="vadam").resample is None  # → the strategy's own
+    assert resolve_settings(strategy="param-noise").learner.strategy.resample == "episode"
+    assert resolve_settings(strategy="vadam").learner.strategy.resample == "step"
     model = SB3DDPG(
         "ParamExplorePolicy",
         "Pendulum-v1",
@@ -166,8 +166,8 @@ def test_a_strategys_actor_is_the_same_from_the_cli_python_and_sb3(strategy, nor
     """A preset means one network everywhere: parameter noise perturbs a layer-normalised
     actor (two hidden layers, two norms) whether it is built by ``train_agent``'s resolved
     config, by ``DDPG(...)`` in Python without a config, or as SB3's policy."""
-    config = resolve_config(strategy=strategy, set_options=["hidden_sizes=[8,8]"])
-    from_cli = DDPG("Pendulum-v1", config.agent_config(), seed=0, device="cpu")
+    config = resolve_settings(strategy=strategy, set_options=["hidden_sizes=[8,8]"])
+    from_cli = DDPG("Pendulum-v1", config.learner, seed=0, device="cpu")
     from_python = DDPG("Pendulum-v1", strategy=strategy, hidden_sizes=[8, 8], device="cpu")
     assert _layer_norms_of_native(from_cli) == norms
     assert _layer_norms_of_native(from_python) == norms

@@ -2,70 +2,78 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 import param_explore as pe
-from agents.engine.config import DDPGConfig
-from agents.engine.strategies import (
-    action_noise_parameters,
-    available_strategies,
-    strategy_optimizer,
-)
-from agents.errors import ConfigError
-from agents.runs.config import (
-    TrainConfig,
-    load_run_config,
-    load_yaml,
-    preset_path,
-    resolve_config,
-    save_config,
-)
+from agents.common.errors import ConfigError
+from agents.common.strategies import ACTION_NOISE, available_strategies, resolve_strategy
+from agents.settings import DDPGSettings, RunSettings, load_run_settings, resolve_settings
+from agents.settings.files import load_yaml, preset_path, write_values
 
 
-def test_ddpg_yaml_equals_the_dataclass_defaults():
-    assert load_yaml(preset_path("ddpg")) == dataclasses.asdict(TrainConfig())
+def test_ddpg_yaml_lists_every_key_with_the_defaults():
+    defaults = load_yaml(preset_path("ddpg"))
+    assert set(defaults) == set(RunSettings.keys())
+    assert RunSettings.from_values(defaults) == RunSettings()
 
 
 @pytest.mark.parametrize("name", available_strategies())
 def test_every_strategy_has_a_preset_restating_its_defaults(name):
     preset = load_yaml(preset_path(name))
     assert preset["strategy"] == name
-    defaults = pe.hyperparameters(strategy_optimizer(name))
+    strategy = resolve_strategy(name)
+    defaults = pe.hyperparameters(strategy.optimizer)
     kwargs = preset["optimizer_kwargs"]
     assert set(kwargs) == set(defaults)
     for key, value in kwargs.items():
         expected = defaults[key]
         assert (list(expected) if isinstance(expected, tuple) else expected) == value, key
-    assert preset.get("action_noise", {}) == action_noise_parameters(name)
-    config = resolve_config(strategy=name)
-    assert config.strategy == name
+    noise = ACTION_NOISE[name].settings() if name in ACTION_NOISE else {}
+    assert preset.get("action_noise", {}) == noise
+    assert resolve_settings(strategy=name).strategy == name
 
 
 def test_parameter_noise_preset_resamples_per_episode():
-    assert resolve_config(strategy="param-noise").resample == "episode"
-    assert resolve_config(strategy="noisy-kfac").resample is None  # the strategy's own:
+    assert resolve_settings(strategy="param-noise").learner.strategy.resample == "episode"
+    # noisy-kfac's preset leaves it to the strategy, whose own choice is every step
+    assert resolve_settings(strategy="noisy-kfac").learner.strategy.resample == "step"
     assert pe.optimizer_class("noisy-kfac").default_resample == "step"
 
 
 def test_a_run_config_saved_with_the_old_strategy_key_still_loads(tmp_path):
     """Earlier versions saved the strategy as ``optimizer``; such runs still resume."""
-    config = resolve_config(strategy="adam-explore")
+    settings = resolve_settings(strategy="adam-explore")
     path = tmp_path / "config.yaml"
-    save_config(config, path)
-    text = path.read_text()
-    path.write_text(text.replace("strategy: adam-explore", "optimizer: adam-explore"))
+    values = settings.values()
+    write_values({("optimizer" if k == "strategy" else k): v for k, v in values.items()}, path)
     assert "optimizer: adam-explore" in path.read_text()
-    assert load_run_config(path) == config
+    assert load_run_settings(path) == settings
+
+
+def test_a_run_config_of_an_earlier_version_resolves_to_the_same_settings(tmp_path):
+    """Earlier versions saved a bonus's and an action noise's given settings only, and the
+    strategy's choices as null; resolved, they are the same run."""
+    settings = resolve_settings(
+        strategy="ou-action", bonus={"kind": "vime"}, set_options=["bonus.posterior=bbb"]
+    )
+    old = {
+        **settings.values(),
+        "action_noise": {},
+        "resample": None,
+        "layer_norm": None,
+        "bonus": {"posterior": "bbb", "kind": "vime"},
+        "trpo": {},
+    }
+    path = tmp_path / "config.yaml"
+    write_values(old, path)
+    assert load_run_settings(path) == settings
 
 
 def test_runs_compile_by_default_on_the_native_engine_only():
-    assert resolve_config().compile is None
-    assert resolve_config().agent_config().compile is True
-    assert resolve_config(engine="sb3").agent_config().compile is False
-    assert resolve_config(compile=False).agent_config().compile is False
-    assert DDPGConfig().compile is False  # the Python API: eager unless asked
+    assert resolve_settings().learner.compile is True
+    assert resolve_settings(engine="sb3").learner.compile is False
+    assert resolve_settings(compile=False).learner.compile is False
+    assert DDPGSettings().compile is False  # the Python API: eager unless asked
 
 
 def test_a_config_file_holds_values_for_one_strategy_each(tmp_path):
@@ -77,20 +85,20 @@ def test_a_config_file_holds_values_for_one_strategy_each(tmp_path):
         "  gaussian-action: {action_noise: {sigma: 0.6}}\n"
         "  param-noise: {optimizer_kwargs: {target_distance: 0.6}}\n"
     )
-    gaussian = resolve_config(strategy="gaussian-action", config_file=path)
-    assert gaussian.tau == 0.01 and gaussian.action_noise == {"sigma": 0.6}
-    noise = resolve_config(strategy="param-noise", config_file=path)
+    gaussian = resolve_settings(strategy="gaussian-action", config_file=path).learner
+    assert gaussian.tau == 0.01 and gaussian.strategy.action_noise == {"sigma": 0.6}
+    noise = resolve_settings(strategy="param-noise", config_file=path).learner.strategy
     assert noise.optimizer_kwargs["target_distance"] == 0.6
     assert noise.optimizer_kwargs["initial_std"] == 0.2  # the preset's other values stay
-    vadam = resolve_config(strategy="vadam", config_file=path)
-    assert vadam.tau == 0.01 and vadam.action_noise == {}
-    wins = resolve_config("gaussian-action", path, ["action_noise.sigma=0.3"])
-    assert wins.action_noise == {"sigma": 0.3}  # --set still overrides the file
+    vadam = resolve_settings(strategy="vadam", config_file=path).learner
+    assert vadam.tau == 0.01 and vadam.strategy.action_noise is None
+    wins = resolve_settings("gaussian-action", path, ["action_noise.sigma=0.3"]).learner
+    assert wins.strategy.action_noise == {"sigma": 0.3}  # --set still overrides the file
     for section, message in [
-        ("  adamw: {tau: 0.1}\n", "strategies in .*: unknown optimizer 'adamw'"),
-        ("  vadam: {taus: 0.1}\n", r"unknown config key 'taus' in .* \(strategies.vadam\)"),
+        ("  adamw: {tau: 0.1}\n", r"unknown strategy in .*strategies: adamw \(did you mean"),
+        ("  vadam: {taus: 0.1}\n", r"unknown config key\(s\) in .* \(strategies.vadam\): taus"),
         ("  vadam: 3\n", "strategies.vadam in .* must map config keys"),
     ]:
         path.write_text("strategies:\n" + section)
         with pytest.raises(ConfigError, match=message):
-            resolve_config(strategy="vadam", config_file=path)
+            resolve_settings(strategy="vadam", config_file=path)

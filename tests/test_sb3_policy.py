@@ -25,7 +25,7 @@ from stable_baselines3.td3.policies import Actor
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import param_explore
-from agents.engine.action_noise import OrnsteinUhlenbeckActionNoise
+from agents.common.action_noise import OrnsteinUhlenbeckActionNoise
 from agents.sb3.policy import ParamExploreCallback, ParamExplorePolicy
 
 STRATEGIES = param_explore.available_optimizers()
@@ -391,7 +391,7 @@ def test_per_episode_resampling_with_the_callback():
 
 
 def test_bad_policy_arguments():
-    with pytest.raises(ValueError, match="unknown optimizer 'vadamm'"):
+    with pytest.raises(ValueError, match="unknown optimizer vadamm"):
         make_model(strategy="vadamm")
     with pytest.raises(ValueError, match="resample must be"):
         make_model(policy_kwargs=dict(resample="sometimes"))

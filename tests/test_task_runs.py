@@ -13,11 +13,11 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from agents import DDPG
-from agents.engine.evaluation import evaluate_together, success_rate
+from agents.common.evaluation import evaluate_together, success_rate
 from agents.reporting.compare import main as compare_runs
-from agents.runs.config import resolve_config
 from agents.runs.explore_log import read_explore_csv
 from agents.runs.run_logger import RunLogger, read_eval_csv
+from agents.settings import resolve_settings
 from agents.tasks import COVERAGE as TASK_COVERAGE
 from agents.tasks import TASKS
 
@@ -204,15 +204,20 @@ STUDY = ["adam-plain", "gaussian-action", "ou-action", "param-noise", "vadam", "
 
 def test_the_sparse_study_file_configures_every_strategy_of_the_study():
     path = Path(__file__).resolve().parents[1] / "configs" / "sparse-study.yaml"
-    configs = {s: resolve_config(s, path, env="SparseMountainCar-v0") for s in STUDY}
+    configs = {s: resolve_settings(s, path, env="SparseMountainCar-v0") for s in STUDY}
     for config in configs.values():
-        assert (config.hidden_sizes, config.tau, config.layer_norm) == ([64, 64], 0.01, True)
+        ddpg = config.learner
+        assert (ddpg.hidden_sizes, ddpg.tau, ddpg.strategy.layer_norm) == ([64, 64], 0.01, True)
         assert (config.eval_every, config.eval_episodes) == (10_000, 20)
-    assert configs["gaussian-action"].action_noise == {"sigma": 0.6}
-    assert configs["ou-action"].action_noise == {"sigma": 0.6, "theta": 0.15, "dt": 0.01}
-    kwargs = configs["param-noise"].optimizer_kwargs
+    strategy = {name: config.learner.strategy for name, config in configs.items()}
+    assert strategy["gaussian-action"].action_noise == {"sigma": 0.6}
+    assert strategy["ou-action"].action_noise == {"sigma": 0.6, "theta": 0.15, "dt": 0.01}
+    kwargs = strategy["param-noise"].optimizer_kwargs
     assert (kwargs["initial_std"], kwargs["target_distance"]) == (0.6, 0.6)
-    assert configs["vadam"].optimizer_kwargs == resolve_config("vadam").optimizer_kwargs
+    assert (
+        strategy["vadam"].optimizer_kwargs
+        == resolve_settings("vadam").learner.strategy.optimizer_kwargs
+    )
 
 
 def test_compare_runs_scores_real_runs_of_a_sparse_task_by_success_rate(

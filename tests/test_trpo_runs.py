@@ -18,11 +18,11 @@ import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from agents.errors import NonFiniteDataError
-from agents.runs.config import resolve_config
+from agents.common.errors import NonFiniteDataError
 from agents.runs.run_logger import read_eval_csv
 from agents.runs.stopping import RunInterrupted
-from agents.runs.training import train
+from agents.runs.train import train
+from agents.settings import resolve_settings
 
 from conftest import error_line
 
@@ -53,7 +53,8 @@ def test_a_trpo_run_writes_the_run_directory(tmp_path, train_agent):
     assert [row["step"] for row in read_eval_csv(run_dir / "eval.csv")] == [200, 400]
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert (config["algo"], config["strategy"], config["engine"]) == ("trpo", "trpo", "sb3")
-    assert config["trpo"] == {"n_steps": 200, "batch_size": 50}
+    trpo = {"n_steps": 200, "target_kl": 0.01, "gae_lambda": 1.0, "batch_size": 50}
+    assert config["trpo"] == trpo  # every setting, resolved
     tags = scalar_tags(run_dir)
     assert {"loss/value", "loss/policy_objective", "explore/action_std"} <= tags
     assert {"train/episode_return", "eval/return_mean"} & tags
@@ -109,7 +110,7 @@ class _At(gym.Wrapper):
 
 
 def trpo_config(tmp_path: Path, checkpoint_every: int):
-    return resolve_config(
+    return resolve_settings(
         env="Pendulum-v1", engine="sb3", algo="trpo", total_steps=1000, eval_every=1000,
         eval_episodes=1, logdir=str(tmp_path),
         set_options=["hidden_sizes=[16,16]", "trpo.n_steps=200",
@@ -147,7 +148,7 @@ BAD_INPUT = {
     ),
     "an unknown trpo setting": (
         ["--algo", "trpo", "--engine", "sb3", "--set", "trpo.nsteps=100"],
-        "unknown trpo setting 'nsteps' (did you mean n_steps?)",
+        "unknown trpo setting(s) nsteps (did you mean n_steps?)",
     ),
     "trpo settings for ddpg": (["--set", "trpo.n_steps=100"], "apply with --algo trpo only"),
     "the bonus with sb3's ddpg": (

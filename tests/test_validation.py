@@ -23,7 +23,10 @@ def test_unknown_name_lists_the_valid_ones():
 
 
 def test_unknown_hyperparameter_lists_the_valid_ones():
-    with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) beta2 .*sample_constant"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown hyperparameter\(s\) for optimizer 'vadam': beta2 .*sample_constant",
+    ):
         pe.make_optimizer("vadam", params(), beta2=0.9)
 
 

@@ -17,12 +17,12 @@ from stable_baselines3 import DDPG
 from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
-from agents.curiosity import POSTERIORS, VimeBonus, VimeConfig, bonus_config
+from agents.common.errors import ConfigError
+from agents.curiosity import POSTERIORS, VimeBonus, VimeConfig, resolve_bonus
 from agents.curiosity.dynamics import gaussian_nll
 from agents.curiosity.pool import TransitionPool
 from agents.curiosity.sb3 import VimeCallback, VimeReplayBuffer
 from agents.curiosity.vime import MedianNormaliser
-from agents.errors import ConfigError
 
 OBS, ACT = 3, 2
 #: A small model and schedule so that tests run in seconds.
@@ -31,7 +31,7 @@ SMALL = dict(hidden_sizes=[8], num_samples=3, pool_size=2000, min_pool_size=100,
 
 def small(posterior: str, **overrides) -> VimeConfig:
     lr = {"lr": 3e-3} if posterior == "bbb" else {}  # released 1e-4: too slow for a test
-    return bonus_config({"kind": "vime", "posterior": posterior, **SMALL, **lr, **overrides})
+    return resolve_bonus({"kind": "vime", "posterior": posterior, **SMALL, **lr, **overrides})
 
 
 def system(rng, n, surprise=0.0):
@@ -43,19 +43,19 @@ def system(rng, n, surprise=0.0):
 
 # --------------------------------------------------------------------------- settings
 def test_settings_default_to_the_released_code_and_validate():
-    config = bonus_config({"kind": "vime"})
+    config = resolve_bonus({"kind": "vime"})
     assert (config.posterior, config.eta, config.hidden_sizes) == ("bbb", 1e-4, [32])
     assert (config.num_data, config.likelihood_std, config.prior_std) == (50, 5.0, 0.5)
-    assert bonus_config(None) is None and bonus_config({"kind": "none"}) is None
-    assert bonus_config({"kind": "vime", "eta": "1e-3"}).eta == 1e-3  # YAML 1.1 strings
+    assert resolve_bonus(None) is None and resolve_bonus({"kind": "none"}) is None
+    assert resolve_bonus({"kind": "vime", "eta": "1e-3"}).eta == 1e-3  # YAML 1.1 strings
 
 
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"kind": "vim"}, r"bonus\.kind must be one of vime, got 'vim'"),
+        ({"kind": "vim"}, r"unknown bonus kind vim \(did you mean vime\?\); valid: vime"),
         ({"kind": "vime", "posterior": "kfac"}, r"bonus\.posterior must be one of bbb, noisy-adam"),
-        ({"kind": "vime", "etta": 1}, r"unknown bonus setting\(s\) etta; valid: kind, posterior"),
+        ({"kind": "vime", "etta": 1}, r"unknown bonus setting\(s\) etta \(did you mean eta\?\)"),
         ({"kind": "vime", "eta": -1}, r"bonus\.eta must be >= 0, got -1"),
         ({"kind": "vime", "num_samples": 0}, r"bonus\.num_samples must be an integer >= 1"),
         ({"kind": "vime", "num_samples": 2.5}, r"bonus\.num_samples must be an integer"),
@@ -64,7 +64,8 @@ def test_settings_default_to_the_released_code_and_validate():
         ({"posterior": "bbb"}, "without a kind"),
         (
             {"kind": "vime", "posterior": "noisy-kfac", "optimizer_kwargs": {"betas": 1}},
-            r"unknown optimizer_kwargs betas for posterior noisy-kfac; valid: lr, beta",
+            r"bonus: unknown hyperparameter\(s\) for optimizer 'NoisyKFAC': betas "
+            r"\(did you mean beta\?\); valid: lr, beta",
         ),
         (
             {"kind": "vime", "optimizer_kwargs": {"lr": -1}},
@@ -75,7 +76,7 @@ def test_settings_default_to_the_released_code_and_validate():
 )
 def test_bad_settings_get_one_clear_line(settings, message):
     with pytest.raises(ConfigError, match=message):
-        bonus_config(settings)
+        resolve_bonus(settings)
 
 
 # --------------------------------------------------------------------------- pool, median

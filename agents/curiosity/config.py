@@ -13,7 +13,6 @@ this project's and say so.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,16 +21,17 @@ import torch
 
 import param_explore
 
-from ..engine.config import coerce_fields, require
-from ..errors import ConfigError
+from ..common.checks import coerce_fields, record_from_mapping, require
+from ..common.errors import ConfigError
 
 #: The dynamics model's posterior: VIME's Bayes by Backprop, or a project optimizer's VI form.
-POSTERIORS = ("bbb", "noisy-adam", "noisy-kfac")
+POSTERIORS = tuple(param_explore.POSTERIORS)
 
 
-@dataclass
+@dataclass(frozen=True)
 class VimeConfig:
-    """VIME's settings (Houthooft et al. 2016; released code ``openai/vime``)."""
+    """VIME's settings (Houthooft et al. 2016; released code ``openai/vime``), checked when
+    made: an instance is a valid configuration."""
 
     kind: Literal["vime"] = "vime"
     #: q(θ) of the dynamics model: ``bbb`` (fully factorised, Bayes by Backprop, as
@@ -77,7 +77,7 @@ class VimeConfig:
     #: Information gains are clipped to [0, this] (parallel_sampler_expl.py l.96).
     max_information_gain: float = 1000.0
 
-    def validate(self) -> None:
+    def __post_init__(self) -> None:
         coerce_fields(self, prefix="bonus.")
         for key in (
             "likelihood_std", "prior_std", "updates_per_step", "second_order_step",
@@ -103,42 +103,30 @@ class VimeConfig:
         )
         if self.lr is not None:
             require(self.lr > 0, f"bonus.lr must be > 0, got {self.lr}")
-        try:
-            # the optimizer's own checks, on a one-unit network
-            probe = torch.nn.utils.skip_init(torch.nn.Linear, 1, 1)  # no global RNG draw
-            make_posterior_optimizer(self, probe)
+        try:  # the posterior optimizer's own checks, without building it
+            param_explore.checked_hyperparameters(
+                param_explore.POSTERIORS[self.posterior], optimizer_settings(self)
+            )
         except (ValueError, TypeError) as err:
             raise ConfigError(f"bonus: {err}") from None
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any]) -> VimeConfig:
+        """The checked settings of a ``bonus:`` mapping (``kind`` may be left out)."""
+        return record_from_mapping(cls, settings, "bonus setting(s)")
+
+    def label(self) -> str:
+        """How a run directory names the bonus: ``vime-<posterior>``."""
+        return f"{self.kind}-{self.posterior}"
+
+    def values(self) -> dict[str, Any]:
+        """The settings-file form (every setting)."""
+        return dataclasses.asdict(self)
 
     @property
     def num_data(self) -> int:
         """N of the ELBO: the KL term counts once per this many transitions."""
         return self.kl_batches * self.pool_batch_size
-
-
-def bonus_config(settings: Mapping[str, Any] | VimeConfig | None) -> VimeConfig | None:
-    """The validated settings of a ``bonus:`` mapping; None for no bonus (None, {}, or
-    ``kind: none``). Bad input raises :class:`ConfigError` with one clear line."""
-    if isinstance(settings, VimeConfig):
-        settings.validate()
-        return settings
-    if not settings:
-        return None
-    if not isinstance(settings, Mapping):
-        raise ConfigError(f"bonus must be a mapping such as {{kind: vime}}, got {settings!r}")
-    if settings.get("kind") in (None, "none"):
-        if set(settings) - {"kind"}:
-            raise ConfigError("bonus settings given without a kind; set bonus.kind: vime")
-        return None
-    valid = [f.name for f in dataclasses.fields(VimeConfig)]
-    unknown = sorted(set(settings) - set(valid))
-    if unknown:
-        raise ConfigError(
-            f"unknown bonus setting(s) {', '.join(unknown)}; valid: {', '.join(valid)}"
-        )
-    config = VimeConfig(**settings)
-    config.validate()
-    return config
 
 
 # --------------------------------------------------------------------------- the optimizer
@@ -163,21 +151,10 @@ def optimizer_settings(config: VimeConfig) -> dict[str, Any]:
 def make_posterior_optimizer(
     config: VimeConfig, network: torch.nn.Module
 ) -> param_explore.WeightSampling:
-    """The optimizer that holds and trains the dynamics model's posterior."""
-    classes = {
-        "bbb": param_explore.BayesByBackprop,
-        "noisy-adam": param_explore.NoisyAdam,
-        "noisy-kfac": param_explore.NoisyKFAC,
-    }
-    cls = classes[config.posterior]
+    """The optimizer that holds and trains the dynamics model's posterior (its settings were
+    checked when ``config`` was made), built from the network's named parameters."""
+    cls = param_explore.POSTERIORS[config.posterior]
     settings = optimizer_settings(config)
-    _, _, *names = inspect.signature(cls.__init__).parameters
-    unknown = sorted(set(config.optimizer_kwargs) - set(names))
-    if unknown:
-        raise ValueError(
-            f"unknown optimizer_kwargs {', '.join(unknown)} for posterior {config.posterior}; "
-            f"valid: {', '.join(names)}"
-        )
-    if cls is param_explore.NoisyKFAC:
+    if cls.needs_module_calls:
         return cls(network, **settings)
-    return cls(network.parameters(), **settings)
+    return cls(network.named_parameters(), **settings)

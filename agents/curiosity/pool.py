@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..engine.replay_buffer import RingBuffer
+from ..common.ring_buffer import RingBuffer
 
 
 class TransitionPool(RingBuffer):

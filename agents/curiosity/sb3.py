@@ -29,8 +29,9 @@ from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from stable_baselines3.common.vec_env import VecNormalize
 
-from ..errors import ConfigError
-from .vime import Settings, VimeBonus, make_vime_bonus
+from ..common.errors import ConfigError
+from ..common.reward_bonus import RewardBonus
+from .vime import Settings, make_vime_bonus
 
 
 class VimeReplayBuffer(ReplayBuffer):
@@ -92,7 +93,8 @@ class VimeCallback(BaseCallback):
     ``settings``: the bonus settings (``kind`` optional); ignored for an off-policy
     algorithm, whose :class:`VimeReplayBuffer` holds them. ``seed``: the bonus's generator.
     ``bonus``: an on-policy algorithm's bonus to use instead of a new one (a run's, which
-    it checkpoints and restores); it then lives across ``learn`` calls.
+    it checkpoints and restores; any :class:`RewardBonus`, VIME's or another registered
+    one); it then lives across ``learn`` calls.
     """
 
     def __init__(
@@ -100,13 +102,13 @@ class VimeCallback(BaseCallback):
         settings: Settings = None,
         seed: int | None = None,
         verbose: int = 0,
-        bonus: VimeBonus | None = None,
+        bonus: RewardBonus | None = None,
     ) -> None:
         super().__init__(verbose)
         self.settings = settings
         self.seed = seed
         self.given_bonus = bonus
-        self.bonus: VimeBonus | None = bonus
+        self.bonus: RewardBonus | None = bonus
         #: The statistics of the latest rollout (or episode end), as logged.
         self.statistics: dict[str, float] = {}
         self._on_policy = False

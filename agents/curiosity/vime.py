@@ -32,8 +32,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from ..errors import ConfigError
-from .config import VimeConfig, bonus_config
+from ..common.errors import ConfigError
+from .config import VimeConfig
 from .dynamics import BayesianDynamics
 from .pool import TransitionPool
 
@@ -74,7 +74,6 @@ class VimeBonus:
         seed: int | None = None,
         device: torch.device | str = "cpu",
     ) -> None:
-        config.validate()
         self.config = config
         self.device = torch.device(device)
         self.generator = torch.Generator(device=self.device)
@@ -246,13 +245,12 @@ def make_vime_bonus(
     seed: int | None,
     device: torch.device | str = "cpu",
 ) -> VimeBonus:
-    """A :class:`VimeBonus` for an env's Box spaces from a ``bonus:`` mapping (``kind`` may
-    be left out) or a :class:`VimeConfig`; one clear :class:`ConfigError` otherwise."""
-    if not isinstance(settings, VimeConfig):
-        settings = {"kind": "vime", **(settings or {})}
-    config = bonus_config(settings)
-    if config is None:
-        raise ConfigError("VIME needs bonus settings with kind: vime")
+    """A :class:`VimeBonus` for an env's Box spaces from a :class:`VimeConfig`, or from a
+    ``bonus:`` mapping (``kind`` may be left out: SB3 users pass ``{"posterior": ...}``); one
+    clear :class:`ConfigError` otherwise."""
+    config = (
+        settings if isinstance(settings, VimeConfig) else VimeConfig.from_mapping(settings or {})
+    )
     for name, space in (("observation", observation_space), ("action", action_space)):
         if not isinstance(space, spaces.Box):
             raise ConfigError(

@@ -49,7 +49,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..errors import ConfigError
+from ..common.errors import ConfigError
 from ..runs.run_logger import EVAL_CSV
 from .coverage import COVERAGE_FILES, write_coverage_report
 from .curves import Curve, stderr

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..errors import ConfigError
+from ..common.errors import ConfigError
 from ..runs.run_logger import EVAL_CSV, read_eval_csv
 from .curves import Curve
 

@@ -22,7 +22,7 @@ from importlib import resources
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..common.errors import ConfigError
 from .curves import Curve
 
 REFERENCE_RETURNS = "reference_returns.csv"

@@ -20,8 +20,8 @@ import csv
 import math
 from pathlib import Path
 
-from ..engine.checkpoints import atomic_write
-from ..errors import DamagedFileError
+from ..common.checkpoints import atomic_write
+from ..common.errors import DamagedFileError
 from .run_logger import load_events, read_csv_lines
 
 EXPLORE_CSV = "explore.csv"

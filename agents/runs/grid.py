@@ -1,6 +1,6 @@
 """Grids of runs (strategies × seeds), on local processes or a Ray cluster.
 
-Every run of a grid is an ordinary :func:`agents.runs.training.train` call with ``resume=True``:
+Every run of a grid is an ordinary :func:`agents.runs.train.train` call with ``resume=True``:
 a finished run is skipped, an unfinished one continues from its checkpoint, a new one
 starts. Re-running the same command therefore completes an interrupted grid without
 redoing anything. A failing run is reported and does not stop the others.
@@ -29,7 +29,6 @@ written atomically, stay).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
 import socket
@@ -39,10 +38,9 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import active_children, get_context
-from typing import Any
 
-from ..errors import ConfigError
-from .config import TrainConfig
+from ..common.errors import ConfigError
+from ..settings import RunSettings
 from .stopping import RunInterrupted, install_for_grid_worker, stop_requested
 
 
@@ -78,15 +76,14 @@ def threads_per_worker(workers: int) -> int:
     return min(share, limit)
 
 
-def run_one(values: dict[str, Any], threads: int) -> RunOutcome:
+def run_one(config: RunSettings, threads: int) -> RunOutcome:
     """Train one configuration (resuming it if it has a checkpoint); never raises."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
     import torch
 
-    from .training import train
+    from .train import train
 
     torch.set_num_threads(threads)
-    config = TrainConfig(**values)
     if stop_requested() is not None:  # the grid is stopping: a queued run never starts
         return RunOutcome(str(config.run_dir()), False, "not started (interrupted)")
     try:
@@ -99,7 +96,7 @@ def run_one(values: dict[str, Any], threads: int) -> RunOutcome:
     return RunOutcome(str(config.run_dir()), True, "done")
 
 
-def check_distinct(configs: list[TrainConfig]) -> None:
+def check_distinct(configs: list[RunSettings]) -> None:
     """Each run directory once: two runs of one directory would write it together."""
     twice = [str(d) for d, n in Counter(c.run_dir() for c in configs).items() if n > 1]
     if twice:
@@ -109,7 +106,7 @@ def check_distinct(configs: list[TrainConfig]) -> None:
         )
 
 
-def _run_local(configs: list[TrainConfig], workers: int, report: Callable) -> list[RunOutcome]:
+def _run_local(configs: list[RunSettings], workers: int, report: Callable) -> list[RunOutcome]:
     threads = threads_per_worker(workers)
     outcomes = []
     pool = ProcessPoolExecutor(
@@ -117,7 +114,7 @@ def _run_local(configs: list[TrainConfig], workers: int, report: Callable) -> li
     )
     futures, reported = [], set()
     try:
-        futures += [pool.submit(run_one, dataclasses.asdict(c), threads) for c in configs]
+        futures += [pool.submit(run_one, c, threads) for c in configs]
         for future in as_completed(futures):
             reported.add(future)
             outcomes.append(future.result())
@@ -151,7 +148,7 @@ def _stop_workers(pool: ProcessPoolExecutor, signum: int) -> None:
 
 
 def _run_ray(
-    configs: list[TrainConfig], workers: int, address: str | None, report: Callable
+    configs: list[RunSettings], workers: int, address: str | None, report: Callable
 ) -> list[RunOutcome]:
     try:
         import ray
@@ -170,7 +167,7 @@ def _run_ray(
             raise ConfigError(f"cannot reach the Ray cluster at {address}: {err}") from None
     try:
         remote = ray.remote(num_cpus=cpus)(run_one)
-        pending = [remote.remote(dataclasses.asdict(c), threads) for c in configs]
+        pending = [remote.remote(c, threads) for c in configs]
         outcomes = []
         try:
             while pending:
@@ -188,7 +185,7 @@ def _run_ray(
 
 
 def run_grid(
-    configs: list[TrainConfig],
+    configs: list[RunSettings],
     workers: int = 1,
     backend: str = "local",
     address: str | None = None,

@@ -1,7 +1,7 @@
 """One writer per run directory: an exclusive lock held for the run's life.
 
 Two processes writing one run directory interleave their ``eval.csv`` rows and TensorBoard
-events and race on the checkpoint's rename, so every :func:`agents.runs.training.train`
+events and race on the checkpoint's rename, so every :func:`agents.runs.train.train`
 call — a single run, a grid's run, a resume, either engine — first takes the directory's
 lock and holds it until it returns. A second writer is refused with one line naming the
 holder.
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import RunDirectoryError
+from ..common.errors import RunDirectoryError
 
 LOCK_FILE = ".lock"
 

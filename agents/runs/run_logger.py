@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 
 from torch.utils.tensorboard import SummaryWriter
 
-from ..engine.checkpoints import atomic_write
-from ..errors import DamagedFileError
+from ..common.checkpoints import atomic_write
+from ..common.errors import DamagedFileError
 
 if TYPE_CHECKING:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

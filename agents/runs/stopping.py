@@ -5,7 +5,7 @@ an update (half the optimizer's tensors stepped) or of an evaluation (the checkp
 then pass an evaluation that was never written), and the checkpoint taken on the way out
 would hold that state. So inside :func:`stop_on_signals` the first SIGINT or SIGTERM only
 *asks* to stop (:func:`stop_requested`); the training loop looks after every environment
-step, the run writes its checkpoint and :func:`agents.runs.training.train` raises
+step, the run writes its checkpoint and :func:`agents.runs.train.train` raises
 :class:`RunInterrupted`. A second signal raises ``KeyboardInterrupt`` at once (a step that
 hangs), and then no checkpoint is written: the last one, written atomically, stays.
 

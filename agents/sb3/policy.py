@@ -1,6 +1,6 @@
 """``ParamExplorePolicy``: the exploration strategies inside unmodified Stable-Baselines3.
 
-    import agents.sb3_policy  # registers the "ParamExplorePolicy" alias for DDPG and TD3
+    import agents.sb3.policy  # registers the "ParamExplorePolicy" alias for DDPG and TD3
     model = DDPG("ParamExplorePolicy", env, policy_kwargs=dict(strategy="vadam"))
 
 How each requirement is met with SB3's own ``DDPG.train()`` / ``TD3.train()``:
@@ -32,13 +32,14 @@ How each requirement is met with SB3's own ``DDPG.train()`` / ``TD3.train()``:
   at μ; :class:`ParamExploreCallback` adapts its σ and, with ``resample="episode"`` (its
   preset), redraws the perturbation per episode. The action-noise baselines are
   ``strategy="adam-plain"`` plus SB3's own ``action_noise=`` argument (e.g.
-  :class:`agents.engine.action_noise.OrnsteinUhlenbeckActionNoise`).
+  :class:`agents.common.action_noise.OrnsteinUhlenbeckActionNoise`).
 * **Saving.** ``model.save`` stores ``actor.optimizer``'s full state (moments, precision,
   noise, step); ``DDPG.load`` rebuilds the strategy from ``policy_kwargs`` and loads it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -53,14 +54,10 @@ from torch.func import functional_call
 from torch.nn import functional as F
 
 import param_explore
+from param_explore import linear_layers
 from param_explore.validation import require_positive
 
-from ..engine.initialisation import (
-    INIT_SCHEMES,
-    initialise_actor_,
-    initialise_critic_,
-    linear_layers,
-)
+from ..common.initialisation import INIT_SCHEMES, initialise_actor_, initialise_critic_
 
 POLICY_ALIAS = "ParamExplorePolicy"
 
@@ -103,24 +100,23 @@ class ParamExploreActor(Actor):
         """The actor at θ = μ + σ⊙ε (current ε), differentiable w.r.t. μ."""
         if not self._explores():
             return super().forward(obs)
-        return self.forward_at(obs, self.optimizer.sample())
+        return self.forward_at(obs, self.optimizer.named_sample())
 
-    def forward_at(self, obs: Tensor, weights: list[Tensor]) -> Tensor:
-        """The actor at ``weights``, given in the strategy's parameter order."""
+    def forward_at(self, obs: Tensor, named: Mapping[str, Tensor]) -> Tensor:
+        """The actor at weights given by parameter name."""
         if self._is_plain_mlp() and not self.optimizer.needs_module_calls:
             # SB3's default actor (flatten → Linear/activation stack): apply θ layer by
-            # layer, without functional_call's per-call module re-parametrisation.
+            # layer, by name, without functional_call's per-call module re-parametrisation.
             hidden = self.extract_features(obs, self.features_extractor)
-            weights_iter = iter(weights)
-            for layer in self.mu:
+            for index, layer in enumerate(self.mu):
                 if isinstance(layer, nn.Linear):
-                    hidden = F.linear(hidden, next(weights_iter), next(weights_iter))
+                    hidden = F.linear(
+                        hidden, named[f"mu.{index}.weight"], named[f"mu.{index}.bias"]
+                    )
                 else:
                     hidden = layer(hidden)
             return hidden
-        names = {id(p): name for name, p in self.named_parameters()}
-        order = [names[id(p)] for g in self.optimizer.param_groups for p in g["params"]]
-        return functional_call(self, dict(zip(order, weights)), (obs,), {"use_sample": False})
+        return functional_call(self, named, (obs,), {"use_sample": False})
 
     def _is_plain_mlp(self) -> bool:
         if not hasattr(self, "_plain_mlp"):
@@ -145,7 +141,7 @@ class ParamExplorePolicy(TD3Policy):
     :param actor_grad_scale: factor on the actor gradient before each step; the paper's
         summed minibatch gradient is ``batch_size`` (SB3's loss is a mean).
     :param init: how the actor and the critics start: ``sb3`` (SB3's own, torch's default
-        layers), or a scheme of :mod:`agents.engine.initialisation` (``khan2018``: the authors'
+        layers), or a scheme of :mod:`agents.common.initialisation` (``khan2018``: the authors'
         released code, as the native agent's default; ``lillicrap``). Targets start equal
         to the networks either way.
     :param layer_norm: a LayerNorm after each hidden layer of the actor, never perturbed
@@ -280,7 +276,7 @@ class ParamExploreCallback(BaseCallback):
         obs = self.model.replay_buffer.sample(self.model.batch_size).observations
         actor = policy.actor
 
-        def actions_at(weights: list[Tensor] | None) -> Tensor:
+        def actions_at(weights: Mapping[str, Tensor] | None) -> Tensor:
             # SB3's actor outputs actions already normalised to [-1, 1].
             if weights is None:
                 return actor(obs, use_sample=False)

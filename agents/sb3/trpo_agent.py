@@ -1,16 +1,19 @@
 """``train_agent --engine sb3 --algo trpo [--bonus vime]``: sb3-contrib's TRPO in a run.
 
-:class:`SB3TRPOAgent` gives a TRPO model the interface :mod:`agents.runs.training` drives,
-as :class:`agents.sb3.agent.SB3Agent` does for DDPG, so a TRPO run writes the same run
+:class:`SB3TRPOAgent` gives a TRPO model the interface :mod:`agents.runs` drives,
+as :class:`agents.sb3.ddpg_agent.SB3Agent` does for DDPG, so a TRPO run writes the same run
 directory (``<env>/trpo[+vime-<posterior>]-sb3/seed<k>``), eval CSV and TensorBoard tags.
 TRPO explores through its own Gaussian policy (its state-independent log σ is logged as
 ``explore/action_std``): no weight-noise strategy applies. Its settings are the run's
-``trpo:`` mapping (:class:`agents.sb3.trpo_config.TRPOSettings`), the networks ``hidden_sizes``
-(policy and value function alike), the discount ``gamma``.
+``trpo:`` mapping, the networks ``hidden_sizes`` (policy and value function alike) and the
+discount ``gamma`` (:class:`agents.settings.TRPOSettings`).
+
+sb3-contrib is an optional extra (``pip install 'param-explore[trpo]'``): this module is
+imported only when a run asks for TRPO (:mod:`agents.runs.agent_factory`).
 
 With a bonus (``bonus: {kind: vime, ...}``) the run gives the agent a
 :class:`agents.curiosity.sb3.VimeCallback` holding the run's :class:`VimeBonus` (seeded
-as the native engine's, :func:`agents.runs.training.make_bonus`), which rescores every
+as the native engine's, :func:`agents.runs.agent_factory.make_run_bonus`), which rescores every
 rollout; its ``bonus/*`` and ``dynamics/*`` scalars reach the run's TensorBoard through
 :meth:`SB3TRPOAgent.bonus_statistics`, its bonus is checkpointed. Episode returns and
 evaluations stay the task's own. (The agent knows the callback only by those two
@@ -36,7 +39,6 @@ starts); from a boundary in mid-episode it starts a new episode there.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -47,11 +49,13 @@ import torch
 from sb3_contrib import TRPO
 from stable_baselines3.common.callbacks import BaseCallback
 
-from ..engine.config import check_seed
-from ..engine.ddpg import Callback, resolve_device
-from ..engine.envs import env_id
-from . import common
-from .trpo_config import TRPO_STRATEGY, trpo_settings
+from ..common.callbacks import Callback
+from ..common.checks import check_seed
+from ..common.devices import resolve_device
+from ..common.envs import env_id
+from ..settings.learners import TRPO_STRATEGY
+from ..settings.run import RunSettings
+from . import adapter
 
 #: The engine a TRPO checkpoint records (``read_checkpoint`` refuses another's).
 ENGINE = "sb3-trpo"
@@ -81,8 +85,8 @@ class _RolloutBridge(BaseCallback):
 
     def _on_step(self) -> bool:
         # After env.step; the transition is stored in the rollout buffer after this.
-        common.check_step(self.locals, self.model.num_timesteps)
-        ended = common.report_episode_end(self.locals, self.agent, self.run_callback)
+        adapter.check_step(self.locals, self.model.num_timesteps)
+        ended = adapter.report_episode_end(self.locals, self.agent, self.run_callback)
         self.agent.episode_ended = ended
         if self.locals["n_steps"] + 1 >= self.model.n_steps:
             self._boundary_pending = True  # called once the rollout's update is done
@@ -109,10 +113,10 @@ class _RolloutBridge(BaseCallback):
             self.agent.at_boundary = False
         # The run's end stops at once; a stop request waits for the rollout's end.
         if not go_on and (boundary or self.model.num_timesteps >= self.model._total_timesteps):
-            raise common.StopLearning
+            raise adapter.StopLearning
 
 
-class SB3TRPOAgent(common.SB3RunAgent):
+class SB3TRPOAgent(adapter.SB3RunAgent):
     """An sb3-contrib TRPO model configured by a run's ``TrainConfig``."""
 
     checkpoint_name = "latest.pt"
@@ -129,16 +133,16 @@ class SB3TRPOAgent(common.SB3RunAgent):
     def __init__(
         self,
         env: gym.Env,
-        config: Any,
+        config: RunSettings,
         bonus_callback: BonusCallback | None = None,
     ) -> None:
-        """``config``: the run's ``TrainConfig`` (``seed``, ``device``, ``gamma``,
-        ``hidden_sizes``, ``trpo``)."""
+        """``config``: the run's settings (``seed``, ``device``, and its learner's
+        :class:`TRPOSettings`)."""
         check_seed(config.seed)
         self.config = config
         self.seed = config.seed
-        self.settings = trpo_settings(config.trpo)
-        self.env = common.CheckedEnv(env)
+        self.settings = config.learner
+        self.env = adapter.CheckedEnv(env)
         self.env_id = env_id(self.env)
         self.device = resolve_device(config.device)
         self.bonus_callback = bonus_callback
@@ -160,10 +164,10 @@ class SB3TRPOAgent(common.SB3RunAgent):
                 self.env,
                 n_steps=settings.n_steps,
                 batch_size=settings.batch_size,
-                gamma=self.config.gamma,
+                gamma=settings.gamma,
                 gae_lambda=settings.gae_lambda,
                 target_kl=settings.target_kl,
-                policy_kwargs={"net_arch": list(self.config.hidden_sizes)},
+                policy_kwargs={"net_arch": list(settings.hidden_sizes)},
                 seed=seed,
                 device=self.device,
             )
@@ -216,13 +220,13 @@ class SB3TRPOAgent(common.SB3RunAgent):
         rng = env.rng_before_reset if self.episode_ended else _env_rng(env)
         state = {
             "engine": ENGINE,
-            "config": dataclasses.asdict(self.config),
+            "config": self.config.values(),
             "env_id": self.env_id,
             "seed": self.seed,
             "policy": model.policy.state_dict(),
             "optimizer": model.policy.optimizer.state_dict(),
             "counters": {"num_timesteps": model.num_timesteps, "num_updates": model._n_updates},
-            "generators": common.generator_states(
+            "generators": adapter.generator_states(
                 model, rng if env.rng_before_reset is not None else None
             ),
             "at_episode_boundary": self.episode_ended,
@@ -236,10 +240,10 @@ class SB3TRPOAgent(common.SB3RunAgent):
     ) -> dict[str, Any]:
         """Continue from a file written by :meth:`save` for this run; return its
         ``metadata``, which ``check`` sees before anything is loaded."""
-        return common.load_checked(self, path, ENGINE, TRPO_STRATEGY, check)
+        return adapter.load_checked(self, path, ENGINE, TRPO_STRATEGY, check)
 
     def _load_state(self, state: dict[str, Any]) -> None:
-        model = common.restore_generators(self, state["generators"])
+        model = adapter.restore_generators(self, state["generators"])
         model.policy.load_state_dict(state["policy"])
         model.policy.optimizer.load_state_dict(state["optimizer"])
         counters = state["counters"]

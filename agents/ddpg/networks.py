@@ -2,36 +2,35 @@
 
 Both are 400-300 ReLU MLPs. The actor's tanh output is scaled to the action bounds;
 the critic takes the action at its second hidden layer, as in Lillicrap et al. (Sec. 7).
-How their weights start is the ``init`` setting (:mod:`agents.engine.initialisation`): the
+How their weights start is the ``init`` setting (:mod:`agents.common.initialisation`): the
 authors' released code (``khan2018``, the default) or Lillicrap et al.'s (``lillicrap``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .initialisation import InitScheme, initialise_actor_, initialise_critic_, linear_layers
+from param_explore import linear_layers
+
+from ..common.initialisation import InitScheme, initialise_actor_, initialise_critic_
 
 
 class Actor(nn.Module):
     """Deterministic policy π(s) = scale · tanh(MLP(s)) + offset.
 
     ``forward(obs, weights)`` evaluates the same network at other weights — the sampled
-    θ of an exploration strategy, given in ``parameters()`` order — without touching the
-    module's own (the mean μ), so one θ per environment step serves both acting and the
-    actor update.
+    θ of an exploration strategy, by parameter name (``named_parameters()``'s) — without
+    touching the module's own (the mean μ), so one θ per environment step serves both
+    acting and the actor update.
 
     ``layer_norm`` puts a LayerNorm (learned scale and shift) after each hidden layer,
     before its ReLU, as Plappert et al.'s parameter-noise actor has
-    (``docs/decisions.md#layer-norm``). The norms are registered after every ``Linear``
-    layer, so ``parameters()`` lists all weights and biases of the layers first and the
-    norms' last — the order in which ``make_optimizer`` groups perturbed and unperturbed
-    parameters.
+    (``docs/decisions.md#layer-norm``).
     """
 
     def __init__(
@@ -55,29 +54,43 @@ class Actor(nn.Module):
         self.norms = (
             nn.ModuleList(nn.LayerNorm(size) for size in hidden_sizes) if layer_norm else None
         )
+        #: Per layer of ``net``: the names of its weight and bias, and of its norm's scale
+        #: and shift (None for the output layer, or without ``layer_norm``).
+        self._names: list[tuple[str, str, tuple[str, str] | None]] = []
+        linears = [i for i, m in enumerate(self.net) if isinstance(m, nn.Linear)]
+        for layer, index in enumerate(linears):
+            norm = None
+            if self.norms is not None and layer < len(hidden_sizes):
+                norm = (f"norms.{layer}.weight", f"norms.{layer}.bias")
+            self._names.append((f"net.{index}.weight", f"net.{index}.bias", norm))
         low = torch.as_tensor(action_low, dtype=torch.float32)
         high = torch.as_tensor(action_high, dtype=torch.float32)
         self.register_buffer("action_scale", (high - low) / 2)
         self.register_buffer("action_offset", (high + low) / 2)
 
-    def forward(self, obs: Tensor, weights: Sequence[Tensor] | None = None) -> Tensor:
-        # Without weights the modules are called (hooks see them: noisy K-FAC).
+    def forward(self, obs: Tensor, weights: Mapping[str, Tensor] | None = None) -> Tensor:
+        if weights is None:  # the modules are called (hooks see them: noisy K-FAC)
+            return self._forward_modules(obs)
+        hidden = obs
+        for layer, (weight, bias, norm) in enumerate(self._names):
+            hidden = F.linear(hidden, weights[weight], weights[bias])
+            if layer == len(self._names) - 1:
+                break
+            if norm is not None:  # before the activation
+                module = self.norms[layer]
+                scale, shift = weights[norm[0]], weights[norm[1]]
+                hidden = F.layer_norm(hidden, module.normalized_shape, scale, shift, module.eps)
+            hidden = torch.relu(hidden)
+        return torch.tanh(hidden) * self.action_scale + self.action_offset
+
+    def _forward_modules(self, obs: Tensor) -> Tensor:
         hidden, layer = obs, 0
-        norm_weights = 2 * (len(self.net) // 2 + 1)  # where the norms' weights start
         for module in self.net:
             if isinstance(module, nn.Linear):
-                if weights is None:
-                    hidden = module(hidden)
-                else:
-                    hidden = F.linear(hidden, weights[2 * layer], weights[2 * layer + 1])
+                hidden = module(hidden)
                 continue
             if self.norms is not None:  # hidden layer `layer`, before its activation
-                norm = self.norms[layer]
-                if weights is None:
-                    hidden = norm(hidden)
-                else:
-                    scale, shift = weights[norm_weights + 2 * layer : norm_weights + 2 * layer + 2]
-                    hidden = F.layer_norm(hidden, norm.normalized_shape, scale, shift, norm.eps)
+                hidden = self.norms[layer](hidden)
             hidden = torch.relu(hidden)
             layer += 1
         return torch.tanh(hidden) * self.action_scale + self.action_offset

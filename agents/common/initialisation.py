@@ -83,8 +83,3 @@ def initialise_critic_(layers: Sequence[nn.Linear], scheme: InitScheme) -> None:
 def _lillicrap_output_(layer: nn.Linear) -> None:
     nn.init.uniform_(layer.weight, -OUTPUT_BOUND, OUTPUT_BOUND)
     nn.init.uniform_(layer.bias, -OUTPUT_BOUND, OUTPUT_BOUND)
-
-
-def linear_layers(module: nn.Module) -> list[nn.Linear]:
-    """The ``nn.Linear`` layers of ``module`` in registration (= forward) order."""
-    return [m for m in module.modules() if isinstance(m, nn.Linear)]

@@ -12,7 +12,7 @@ It runs two ways, which differ in mechanics only (an :class:`Execution`):
 
 * :class:`EagerExecution` — op by op, with autograd and the optimizers' own ``step()``
   (torch's fused kernels; noisy K-FAC's hooks see the actor's modules run);
-* ``agents.engine.compiled_update.TracedExecution`` — traced once into a graph that
+* ``agents.ddpg.compiled_update.TracedExecution`` — traced once into a graph that
   TorchInductor compiles, with the optimizers' steps from their ``TraceableStep``.
 
 Both read and write the same :class:`UpdateTensors` (in the eager case the networks' own
@@ -31,7 +31,7 @@ from torch.func import functional_call
 
 import param_explore
 
-from . import losses
+from .losses import actor_loss, all_finite, critic_loss, td_target
 from .networks import Actor
 from .replay_buffer import Batch
 
@@ -58,9 +58,10 @@ class UpdateSettings:
 
 
 @dataclass
-class Learner:
-    """What updates work on: the networks, their optimizers, the settings and the running
-    counters (loss sums, skipped updates), all on the training device."""
+class UpdateState:
+    """Everything an update reads and writes: the networks and their optimizers, the
+    update's settings and its running counters (loss sums, skipped updates), all on the
+    training device. :meth:`tensors` flattens it for :func:`ddpg_update`."""
 
     actor: Actor
     critic: nn.Module
@@ -75,14 +76,23 @@ class Learner:
     skipped: Tensor
 
     def tensors(self) -> UpdateTensors:
-        """The networks' own parameters, the actor's in its optimizer's order."""
-        actor = [p for g in self.actor_optimizer.param_groups for p in g["params"]]
-        targets = dict(zip(map(id, self.actor.parameters()), self.target_actor.parameters()))
+        """The networks' own parameters: the critic's, and the actor's in its optimizer's
+        order; each target's matched to its network's by name."""
+        critic_names = [name for name, _ in self.critic.named_parameters()]
+        actor_names = self.actor_optimizer.param_names()
+        critic, target_critic = (
+            dict(self.critic.named_parameters()),
+            dict(self.target_critic.named_parameters()),
+        )
+        actor, target_actor = (
+            dict(self.actor.named_parameters()),
+            dict(self.target_actor.named_parameters()),
+        )
         return UpdateTensors(
-            list(self.critic.parameters()),
-            actor,
-            list(self.target_critic.parameters()),
-            [targets[id(p)] for p in actor],
+            [critic[name] for name in critic_names],
+            [actor[name] for name in actor_names],
+            [target_critic[name] for name in critic_names],
+            [target_actor[name] for name in actor_names],
             self.loss_sums,
         )
 
@@ -95,7 +105,7 @@ class EagerUpdate:
     state is read through the optimizers at every step.
     """
 
-    def __init__(self, learner: Learner) -> None:
+    def __init__(self, learner: UpdateState) -> None:
         self._tensors = learner.tensors()
         self._settings = learner.settings
         self._execution = EagerExecution(learner)
@@ -126,23 +136,23 @@ def ddpg_update(t: UpdateTensors, batch: Batch, s: UpdateSettings, run: Executio
     obs, actions, rewards, next_obs, terminated = batch
     with torch.no_grad():
         next_q = run.q_value(t.target_critic, next_obs, run.target_action(t.target_actor, next_obs))
-        target = losses.td_target(rewards, terminated, next_q, s.gamma)
+        target = td_target(rewards, terminated, next_q, s.gamma)
 
-    def critic_loss(critic: list[Tensor]) -> Tensor:
-        return losses.critic_loss(run.q_value(critic, obs, actions), target)
+    def critic_loss_at(critic: list[Tensor]) -> Tensor:
+        return critic_loss(run.q_value(critic, obs, actions), target)
 
-    critic_loss_value, critic_grads = run.loss_and_grads(critic_loss, run.critic_point(t.critic))
-    critic_ok = losses.all_finite(critic_loss_value, critic_grads)
+    critic_loss_value, critic_grads = run.loss_and_grads(critic_loss_at, run.critic_point(t.critic))
+    critic_ok = all_finite(critic_loss_value, critic_grads)
     run.step_critic(t.critic, critic_grads, critic_ok)
 
-    def actor_loss(theta: list[Tensor]) -> Tensor:
+    def actor_loss_at(theta: list[Tensor]) -> Tensor:
         # F at the training point under the updated critic; only ∇θ is taken, so no critic
         # weight gradient is computed.
         q = run.q_value(t.critic, obs, run.action(theta, obs))
-        return losses.actor_loss(q, s.reduction)
+        return actor_loss(q, s.reduction)
 
-    actor_loss_value, actor_grads = run.loss_and_grads(actor_loss, run.actor_point(t.actor))
-    ok = critic_ok & losses.all_finite(actor_loss_value, actor_grads)
+    actor_loss_value, actor_grads = run.loss_and_grads(actor_loss_at, run.actor_point(t.actor))
+    ok = critic_ok & all_finite(actor_loss_value, actor_grads)
     run.step_actor(t.actor, actor_grads, ok)
 
     with torch.no_grad():  # targets follow the critic and the actor's mean μ, never θ
@@ -158,7 +168,7 @@ class EagerExecution:
     would be undone; ``skipped`` (a 0-d tensor) counts the updates skipped.
     """
 
-    def __init__(self, learner: Learner) -> None:
+    def __init__(self, learner: UpdateState) -> None:
         self.actor, self.target_actor = learner.actor, learner.target_actor
         self.actor_optimizer = learner.actor_optimizer
         self.critic_optimizer = learner.critic_optimizer
@@ -168,11 +178,8 @@ class EagerExecution:
             id(next(module.parameters())): module
             for module in (learner.critic, learner.target_critic)
         }
-        # functional_call's names for the actor's tensors, in the optimizer's order.
-        names = {id(p): n for n, p in self.actor.named_parameters()}
-        self._actor_names = [
-            names[id(p)] for g in self.actor_optimizer.param_groups for p in g["params"]
-        ]
+        # The actor's tensors by name, in the optimizer's order.
+        self._actor_names = self.actor_optimizer.param_names()
 
     # -------------------------------------------------------------- networks
     def q_value(self, critic: list[Tensor], obs: Tensor, actions: Tensor) -> Tensor:
@@ -182,9 +189,10 @@ class EagerExecution:
         return self.target_actor(obs)
 
     def action(self, actor: list[Tensor], obs: Tensor) -> Tensor:
+        weights = dict(zip(self._actor_names, actor, strict=True))
         if self.actor_optimizer.needs_module_calls:  # its hooks must see the modules run
-            return functional_call(self.actor, dict(zip(self._actor_names, actor)), (obs,))
-        return self.actor(obs, actor)
+            return functional_call(self.actor, weights, (obs,))
+        return self.actor(obs, weights)
 
     # -------------------------------------------------------------- gradients
     def loss_and_grads(self, loss_of: LossOf, at: list[Tensor]) -> tuple[Tensor, list[Tensor]]:

@@ -24,11 +24,9 @@ Time-limit truncation is bootstrapped through: only ``terminated`` ends the retu
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,34 +37,26 @@ from torch import Tensor
 
 import param_explore
 
-from ..errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
-from .checkpoints import (
+from ..common.callbacks import Callback
+from ..common.checkpoints import (
     check_origin,
     listed,
     non_finite_entries,
     read_checkpoint,
     save_finite,
 )
+from ..common.checks import check_seed
+from ..common.devices import resolve_device
+from ..common.envs import coverage_statistics, env_id, make_env
+from ..common.errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
+from ..common.memory_budget import check_memory
+from ..common.reward_bonus import RewardBonus
+from ..settings.files import upgrade_config_keys
+from ..settings.learners import DDPGSettings
 from .compiled_update import CompilationError, CompiledUpdate
-from .config import DDPGConfig, check_seed, strategy_layer_norm, upgrade_config_keys
-from .envs import coverage_statistics, env_id, make_env
-from .memory import check_memory
 from .networks import Actor, Critic
 from .replay_buffer import Batch, ReplayBuffer
-from .reward_bonus import RewardBonus
-from .strategies import make_action_noise, strategy_optimizer
-from .update import EagerUpdate, Learner, UpdateSettings
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``auto`` → cuda when available, else cpu."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device cuda was requested but no CUDA device is available")
-    return device
-
+from .update import EagerUpdate, UpdateSettings, UpdateState
 
 #: The parts of a state that must be finite to be saved or trusted.
 _CHECKED_STATE = (
@@ -79,27 +69,13 @@ _CHECKED_STATE = (
 )
 
 
-class Callback:
-    """Hooks into :meth:`DDPG.learn`, in the spirit of SB3's ``BaseCallback``."""
-
-    def on_training_start(self, agent: DDPG) -> None:
-        """Called once before the first step of a ``learn`` call."""
-
-    def on_step(self, agent: DDPG) -> bool:
-        """After every environment step (and its updates); return False to stop."""
-        return True
-
-    def on_episode_end(self, agent: DDPG, episode_return: float, episode_length: int) -> None:
-        """After the last step of a training episode."""
-
-    def on_training_end(self, agent: DDPG) -> None:
-        """Once after the last step, also when training stops early or is interrupted."""
-
-
 class DDPG:
     """Deep deterministic policy gradient with parameter-space exploration.
 
-    ``checkpoint_name`` is the file name the training loop uses for this engine.
+    ``checkpoint_name`` is the file name the training loop uses for this engine. The
+    settings are a :class:`DDPGSettings` (resolved once: its strategy is translated and
+    checked there), with ``overrides`` as a settings file names them (``strategy``,
+    ``optimizer_kwargs``, ``batch_size``, …).
 
     >>> agent = DDPG("Pendulum-v1", strategy="vadam", seed=0)   # doctest: +SKIP
     >>> agent.learn(10_000)                                       # doctest: +SKIP
@@ -111,20 +87,18 @@ class DDPG:
     def __init__(
         self,
         env: str | gym.Env,
-        config: DDPGConfig | None = None,
+        config: DDPGSettings | None = None,
         *,
         seed: int | None = None,
         device: str | torch.device = "auto",
         bonus: RewardBonus | None = None,
         **overrides: Any,
     ) -> None:
-        try:
-            self.config = replace(config or DDPGConfig(), **overrides)
-        except TypeError as err:
-            raise ConfigError(str(err)) from None
-        self.config.validate()
+        if overrides:  # resolved once more only for what the caller changes here
+            base = config.values() if config is not None else {}
+            config = DDPGSettings.from_values({**base, **overrides})
+        self.config = cfg = config or DDPGSettings()
         check_seed(seed)
-        cfg = self.config
         self.env = make_env(env)
         self.env_id = env_id(self.env)
         self.device = resolve_device(device)
@@ -132,7 +106,8 @@ class DDPG:
 
         obs_dim = self.env.observation_space.shape[0]
         action_space = self.env.action_space
-        check_memory(cfg, obs_dim, action_space.shape[0], self.device)  # before allocating
+        # before allocating
+        check_memory(cfg.memory_needs(obs_dim, action_space.shape[0]), self.device)
         if seed is not None:
             torch.manual_seed(seed)
             action_space.seed(seed)
@@ -142,7 +117,7 @@ class DDPG:
             action_space.high,
             cfg.hidden_sizes,
             init=cfg.init,
-            layer_norm=strategy_layer_norm(cfg.strategy, cfg.layer_norm),
+            layer_norm=cfg.strategy.layer_norm,
         )
         self.critic = Critic(obs_dim, action_space.shape[0], cfg.hidden_sizes, init=cfg.init)
         self.actor.to(self.device)
@@ -150,23 +125,15 @@ class DDPG:
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
 
-        try:
-            self.actor_optimizer = param_explore.make_optimizer(
-                strategy_optimizer(cfg.strategy), self.actor, **cfg.optimizer_kwargs
-            )
-        except ValueError as err:  # e.g. noisy-kfac on a layer-normalised actor
-            raise ConfigError(str(err)) from None
-        # The actor's functional forward takes θ in parameters() order: the strategy's
-        # order must be the same (the actor registers its norms last for that).
-        order = [p for group in self.actor_optimizer.param_groups for p in group["params"]]
-        if any(a is not b for a, b in zip(order, self.actor.parameters(), strict=True)):
-            raise RuntimeError("the strategy orders the actor's parameters differently")
-        #: When new weight noise is drawn: the config's choice, else the strategy's own.
-        self.resample = cfg.resample or self.actor_optimizer.default_resample
-        # torch's fused Adam kernel: one pass over all critic tensors per step.
+        self.actor_optimizer = cfg.strategy.make_optimizer(self.actor)
+        #: When new weight noise is drawn (the strategy's choice unless the settings say).
+        self.resample = cfg.strategy.resample
+        # torch's fused Adam kernel: one pass over all critic tensors per step. Named, so
+        # that a checkpoint's state is matched to the critic's parameters by name.
         self.critic_optimizer = torch.optim.Adam(
-            self.critic.parameters(), lr=cfg.critic_lr, fused=True
+            self.critic.named_parameters(), lr=cfg.critic_lr, fused=True
         )
+        self.critic_optimizer.register_load_state_dict_pre_hook(param_explore.state_by_name)
         self.buffer = ReplayBuffer(
             cfg.buffer_size, obs_dim, action_space.shape[0], device=self.device
         )
@@ -177,10 +144,8 @@ class DDPG:
             self.generator.manual_seed(seed)
         else:
             self.generator.seed()
-        self.action_noise = make_action_noise(
-            cfg.strategy, action_space.shape[0], cfg.action_noise, self.generator
-        )
-        #: A curiosity bonus added to replayed rewards (``agents.engine.reward_bonus``).
+        self.action_noise = cfg.strategy.make_action_noise(action_space.shape[0], self.generator)
+        #: A curiosity bonus added to replayed rewards (``agents.common.reward_bonus``).
         self.bonus = bonus
         self._action_low, self._action_high = action_space.low, action_space.high
         self._action_scale = (action_space.high - action_space.low) / 2
@@ -191,10 +156,10 @@ class DDPG:
         self._obs: np.ndarray | None = None
         self._episode_return = 0.0
         self._episode_length = 0
-        # What updates work on (agents.engine.update): these networks and optimizers, and the
+        # What updates work on (agents.ddpg.update): these networks and optimizers, and the
         # running loss sums and skip count, kept on the device (reading them every step
         # would force a host sync per update).
-        self.learner = Learner(
+        self.learner = UpdateState(
             self.actor,
             self.critic,
             self.target_actor,
@@ -222,7 +187,7 @@ class DDPG:
         current sample θ = μ + σ⊙ε is used (the exploration policy).
         """
         obs_t = self._obs_tensor(obs)
-        weights = None if deterministic else self.actor_optimizer.sample()
+        weights = None if deterministic else self.actor_optimizer.named_sample()
         return self.actor(obs_t, weights).cpu().numpy()
 
     def _exploration_action(self, obs: np.ndarray) -> np.ndarray:
@@ -418,7 +383,7 @@ class DDPG:
     def state_dict(self, include_buffer: bool = False) -> dict[str, Any]:
         """Everything needed to continue training (the buffer only on request)."""
         state = {
-            "config": dataclasses.asdict(self.config),
+            "config": self.config.values(),
             "env_id": self.env_id,
             "seed": self.seed,
             "actor": self.actor.state_dict(),
@@ -481,7 +446,7 @@ class DDPG:
         but tensors and plain data raises :class:`CheckpointError` naming the file.
         """
         state = read_checkpoint(path, self.device)
-        check_origin(state, path, self.env_id, self.config.strategy)
+        check_origin(state, path, self.env_id, self.config.strategy.name)
         if check is not None:
             check(state.get("metadata", {}))
         try:
@@ -517,7 +482,7 @@ class DDPG:
         state = read_checkpoint(path)
         agent = cls(
             env if env is not None else state["env_id"],
-            DDPGConfig(**upgrade_config_keys(state["config"])),
+            DDPGSettings.from_values(upgrade_config_keys(state["config"])),
             seed=state["seed"],
             device=device,
             bonus=bonus,

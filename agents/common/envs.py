@@ -7,8 +7,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ..errors import ConfigError
-from .mujoco_warnings import show_mujoco_warnings_once
+from .errors import ConfigError
+from .warnings_once import each_warning_once, show_mujoco_warnings_once
 
 
 def make_env(
@@ -20,16 +20,16 @@ def make_env(
 
     ``env_kwargs`` go to ``gym.make`` (the env's own settings); one the env does not take,
     or a value it refuses, is a :class:`ConfigError`. ``max_episode_steps`` replaces the
-    registered time limit of an id. MuJoCo's warnings are shown once per process from the
-    first env built on (:mod:`agents.engine.mujoco_warnings`); gymnasium shows its own
-    deprecation of an old env version once per process already.
+    registered time limit of an id. MuJoCo's warnings, and gymnasium's (the deprecation of
+    an old env version), are shown once per process (:mod:`agents.common.warnings_once`).
     """
     show_mujoco_warnings_once()
     if isinstance(env, str):
         env_kwargs = env_kwargs or {}
         limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
         try:
-            env = gym.make(env, **env_kwargs, **limit)
+            with each_warning_once():
+                env = gym.make(env, **env_kwargs, **limit)
         except gym.error.Error as err:
             if env_kwargs and env in gym.registry:
                 raise ConfigError(f"{env} refuses env_kwargs {env_kwargs}: {err}") from None

@@ -1,4 +1,4 @@
-"""The whole DDPG update as one compiled graph (``DDPGConfig.compile``, ``--compile``).
+"""The whole DDPG update as one compiled graph (``DDPGSettings.compile``, ``--compile``).
 
 Why: an eager update of the paper's networks (400-300, batch 64) launches a few hundred
 small operations; besides the ten large matrix products, their per-op overhead is
@@ -35,11 +35,17 @@ from torch.func import functional_call, functionalize, grad_and_value
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
-from param_explore.traceable import Coefficients, StateTensors, TraceableStep, adam_traceable_step
+from param_explore.adam_rule import adam_traceable_step
+from param_explore.traceable import (
+    Coefficients,
+    StateTensors,
+    TraceableStep,
+    UntraceableOptimizerError,
+)
 
 from .compile_cache import kernel_cache_dir
 from .replay_buffer import Batch
-from .update import Learner, LossOf, UpdateTensors, ddpg_update
+from .update import LossOf, UpdateState, UpdateTensors, ddpg_update
 
 
 def inductor_compile(graph: fx.GraphModule, inputs: list[Tensor]) -> Callable[..., object]:
@@ -70,7 +76,7 @@ class CompilationError(RuntimeError):
 
 
 class CompiledUpdate:
-    """:func:`agents.engine.update.ddpg_update` on a :class:`Learner`, compiled; call with a
+    """:func:`agents.ddpg.update.ddpg_update` on an :class:`UpdateState`, compiled; call with a
     minibatch.
 
     Raises ``param_explore.traceable.UntraceableOptimizerError`` when the actor's
@@ -86,7 +92,7 @@ class CompiledUpdate:
         inductor_compile
     )
 
-    def __init__(self, learner: Learner) -> None:
+    def __init__(self, learner: UpdateState) -> None:
         self._learner = learner
         self._coefficient_layout: dict[str, pytree.TreeSpec] = {}
         self._compiled: Callable[..., object] | None = None
@@ -103,6 +109,11 @@ class CompiledUpdate:
         learner = self._learner
         self._critic_step = adam_traceable_step(learner.critic_optimizer)
         self._actor_step = learner.actor_optimizer.traceable_step()
+        for step in (self._critic_step, self._actor_step):
+            if step.names is None:  # the graph calls the networks by parameter name
+                raise UntraceableOptimizerError(
+                    "a compiled update needs optimizers built from named parameters"
+                )
         # Step numbers are read from the optimizers' state once and then counted here:
         # reading a step tensor on a GPU every update would synchronise with it.
         self._next_steps = {
@@ -179,8 +190,8 @@ class CompiledUpdate:
         run = TracedExecution(
             self._learner.critic,
             self._learner.actor,
-            _names(self._learner.critic, self._critic_step.params),
-            _names(self._learner.actor, self._actor_step.params),
+            self._critic_step.names,
+            self._actor_step.names,
             s["actor_buffers"],
             (self._critic_step, s["critic_state"], critic_c),
             (self._actor_step, s["actor_state"], actor_c),
@@ -270,12 +281,6 @@ def _applied_if(ok: Tensor, mutated: list, update: Callable[..., None], *args: o
     update(*args)
     for x, old in zip(tensors, before):
         x.copy_(torch.where(ok, x, old))
-
-
-def _names(module: torch.nn.Module, params: list[Tensor]) -> list[str]:
-    """The module's names of ``params``, in the order given."""
-    by_id = {id(p): name for name, p in module.named_parameters()}
-    return [by_id[id(p)] for p in params]
 
 
 def _skip_unused_columns(graph: fx.GraphModule) -> None:

@@ -1,6 +1,6 @@
 """What both SB3 agents share: the checked env, the per-step data checks, the end of an
 episode reported to the run, NumPy's global generator as plain data, and the error of a
-checkpoint that does not fit the model (:mod:`agents.sb3.agent`,
+checkpoint that does not fit the model (:mod:`agents.sb3.ddpg_agent`,
 :mod:`agents.sb3.trpo_agent`)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
-from ..engine.checkpoints import check_origin, read_checkpoint, save_finite
-from ..engine.ddpg import Callback
-from ..engine.envs import env_id
-from ..errors import CheckpointError, EnvironmentFailure, NonFiniteDataError
+from ..common.callbacks import Callback
+from ..common.checkpoints import check_origin, read_checkpoint, save_finite
+from ..common.envs import env_id
+from ..common.errors import CheckpointError, EnvironmentFailure, NonFiniteDataError
 
 
 class StopLearning(Exception):

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from ..errors import EnvironmentFailure, NonFiniteDataError
 from .envs import env_id
+from .errors import EnvironmentFailure, NonFiniteDataError
 
 
 class Policy(Protocol):

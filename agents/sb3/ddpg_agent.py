@@ -1,6 +1,6 @@
 """``train_agent --engine sb3``: the same run through SB3's DDPG with ``ParamExplorePolicy``.
 
-:class:`SB3Agent` gives an SB3 model the small interface :mod:`agents.runs.training` drives
+:class:`SB3Agent` gives an SB3 model the small interface :mod:`agents.runs` drives
 (``learn`` with run callbacks, ``predict``, ``save``, counters, losses, σ), so both engines
 write the same run directory and eval CSV and can be overlaid in TensorBoard. Differences
 that remain are SB3's own: its critic takes the action at the input layer, and it acts
@@ -22,7 +22,6 @@ the transition is stored): it checks the data there, so nothing non-finite is st
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,12 +31,13 @@ import torch
 from stable_baselines3 import DDPG as SB3DDPG
 from stable_baselines3.common.callbacks import BaseCallback
 
-from ..engine.config import DDPGConfig, check_seed
-from ..engine.ddpg import Callback, resolve_device
-from ..engine.envs import env_id, make_env
-from ..engine.memory import check_memory
-from ..engine.strategies import make_action_noise, strategy_optimizer
-from .common import (
+from ..common.callbacks import Callback
+from ..common.checks import check_seed
+from ..common.devices import resolve_device
+from ..common.envs import env_id, make_env
+from ..common.memory_budget import check_memory
+from ..settings.learners import DDPGSettings
+from .adapter import (
     CheckedEnv,
     SB3RunAgent,
     StopLearning,
@@ -94,7 +94,7 @@ class SB3Agent(SB3RunAgent):
     checked_state = ("policy", "actor_optimizer", "critic_optimizer")
 
     def __init__(
-        self, env: str | gym.Env, config: DDPGConfig, seed: int, device: str = "auto"
+        self, env: str | gym.Env, config: DDPGSettings, seed: int, device: str = "auto"
     ) -> None:
         check_seed(seed)
         self.config = config
@@ -102,9 +102,8 @@ class SB3Agent(SB3RunAgent):
         self.env = CheckedEnv(make_env(env))
         self.env_id = env_id(self.env)
         self.device = resolve_device(device)
-        check_memory(
-            config, self.env.observation_space.shape[0], self.env.action_space.shape[0], self.device
-        )
+        obs_dim, action_dim = self.env.observation_space.shape[0], self.env.action_space.shape[0]
+        check_memory(config.memory_needs(obs_dim, action_dim), self.device)
         self.model = self._build(seed)
         #: Steps whose transition and update are done (SB3 counts a step at ``env.step``).
         self.steps_done = 0
@@ -114,14 +113,14 @@ class SB3Agent(SB3RunAgent):
     def _build(self, seed: int | None) -> SB3DDPG:
         """The model the config describes; ``seed`` None seeds nothing (a checkpoint's
         generators are restored instead)."""
-        config = self.config
+        config, strategy = self.config, self.config.strategy
         policy_kwargs = dict(
-            strategy=strategy_optimizer(config.strategy),
-            actor_optimizer_kwargs=config.optimizer_kwargs,
+            strategy=strategy.optimizer,
+            actor_optimizer_kwargs=dict(strategy.optimizer_kwargs),
             net_arch=list(config.hidden_sizes),
-            resample=config.resample,
+            resample=strategy.resample,
             init=config.init,
-            layer_norm=config.layer_norm,
+            layer_norm=strategy.layer_norm,
             # SB3's actor loss is a minibatch mean; the paper's sum is batch_size × it.
             actor_grad_scale=float(config.batch_size)
             if config.actor_grad_reduction == "sum"
@@ -140,11 +139,8 @@ class SB3Agent(SB3RunAgent):
             train_freq=1,
             gradient_steps=config.gradient_steps,
             policy_kwargs=policy_kwargs,
-            action_noise=make_action_noise(
-                config.strategy,
-                self.env.action_space.shape[0],
-                config.action_noise,
-                self._noise_generator,
+            action_noise=strategy.make_action_noise(
+                self.env.action_space.shape[0], self._noise_generator
             ),
             seed=seed,
             device=self.device,
@@ -181,7 +177,7 @@ class SB3Agent(SB3RunAgent):
         model = self.model
         state = {
             "engine": "sb3",
-            "config": dataclasses.asdict(self.config),
+            "config": self.config.values(),
             "env_id": self.env_id,
             "seed": self.seed,
             "policy": model.policy.state_dict(),
@@ -217,7 +213,7 @@ class SB3Agent(SB3RunAgent):
         """Continue from a file written by :meth:`save` for this run (its env and
         strategy); return the ``metadata`` saved with it, which ``check`` sees before
         anything is loaded. Anything else raises :class:`CheckpointError` naming the file."""
-        return load_checked(self, path, "sb3", self.config.strategy, check)
+        return load_checked(self, path, "sb3", self.config.strategy.name, check)
 
     def _load_state(self, state: dict[str, Any]) -> None:
         generators = state["generators"]

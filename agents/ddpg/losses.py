@@ -1,6 +1,6 @@
 """DDPG's two objectives (Lillicrap et al. 2015; Khan et al. 2018, Alg. 1-2 lines 6-7).
 
-One definition for :func:`agents.engine.update.ddpg_update`, which runs eagerly and compiled
+One definition for :func:`agents.ddpg.update.ddpg_update`, which runs eagerly and compiled
 alike, so the two can differ in how they run, never in what they compute.
 """
 

@@ -10,23 +10,49 @@ native agent's own, saved in its checkpoints), not from NumPy's global state.
 from __future__ import annotations
 
 import math
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from stable_baselines3.common.noise import ActionNoise
 
-from param_explore.validation import require_non_negative, require_positive
+from param_explore.validation import (
+    Checks,
+    keyword_defaults,
+    require_non_negative,
+    require_positive,
+)
 
 
-class GaussianActionNoise(ActionNoise):
+class CheckedActionNoise(ActionNoise):
+    """An action noise whose settings can be checked before it is built."""
+
+    #: How each setting is checked: name → ``check(name, value)`` (as the optimizers').
+    _setting_checks: ClassVar[Checks] = {}
+
+    @classmethod
+    def settings(cls) -> dict[str, Any]:
+        """The noise's settings and their defaults (after ``action_dim``; not the generator)."""
+        defaults = keyword_defaults(cls.__init__, skip=2)
+        return {name: value for name, value in defaults.items() if name != "generator"}
+
+    @classmethod
+    def checked_settings(cls, **settings: Any) -> dict[str, Any]:
+        """The settings as the noise keeps them, or a ValueError naming the bad one."""
+        return {name: cls._setting_checks[name](name, value) for name, value in settings.items()}
+
+
+class GaussianActionNoise(CheckedActionNoise):
     """Independent N(0, σ²) per action dimension and step (σ = 0.1, SB3's usual choice)."""
+
+    _setting_checks: ClassVar[Checks] = dict(sigma=require_non_negative)
 
     def __init__(
         self, action_dim: int, sigma: float = 0.1, generator: torch.Generator | None = None
     ) -> None:
         super().__init__()
         self.action_dim = action_dim
-        self.sigma = require_non_negative("sigma", sigma)
+        self.sigma = self.checked_settings(sigma=sigma)["sigma"]
         self.generator = generator
 
     def __call__(self) -> np.ndarray:
@@ -37,7 +63,7 @@ class GaussianActionNoise(ActionNoise):
         return f"GaussianActionNoise(sigma={self.sigma})"
 
 
-class OrnsteinUhlenbeckActionNoise(ActionNoise):
+class OrnsteinUhlenbeckActionNoise(CheckedActionNoise):
     """Temporally correlated noise of Lillicrap et al. (2015): θ = 0.15, σ = 0.2.
 
         x ← x + θ (0 − x) dt + σ √dt · N(0, I),   x = 0 at every episode start
@@ -45,6 +71,10 @@ class OrnsteinUhlenbeckActionNoise(ActionNoise):
     with dt = 1, the discretisation of Lillicrap et al.'s DDPG (one process step per
     environment step; SB3's own class defaults to dt = 0.01, a 10× smaller σ per step).
     """
+
+    _setting_checks: ClassVar[Checks] = dict(
+        theta=require_non_negative, sigma=require_non_negative, dt=require_positive
+    )
 
     def __init__(
         self,
@@ -56,9 +86,8 @@ class OrnsteinUhlenbeckActionNoise(ActionNoise):
     ) -> None:
         super().__init__()
         self.action_dim = action_dim
-        self.theta = require_non_negative("theta", theta)
-        self.sigma = require_non_negative("sigma", sigma)
-        self.dt = require_positive("dt", dt)
+        checked = self.checked_settings(theta=theta, sigma=sigma, dt=dt)
+        self.theta, self.sigma, self.dt = checked["theta"], checked["sigma"], checked["dt"]
         self.generator = generator
         self.state = np.zeros(action_dim)
 

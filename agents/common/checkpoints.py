@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ..errors import CheckpointError, NonFiniteDataError
+from .errors import CheckpointError, NonFiniteDataError
 
 #: Keys every checkpoint has, per engine (``DDPG.state_dict``, ``SB3Agent.state_dict``,
 #: ``SB3TRPOAgent.state_dict``).

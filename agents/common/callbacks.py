@@ -1,0 +1,54 @@
+"""The contract between a learner and a run: the hooks a run is called through
+(:class:`Callback`, in the spirit of SB3's ``BaseCallback``), and what a run needs of a
+learner (:class:`RunnableAgent`). The native DDPG, the SB3 adapters and a population of
+members all provide the second and call the first, so one run machinery
+(:mod:`agents.runs`) drives them all."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class Callback:
+    """Hooks into a learner's ``learn``: the same points for every learner."""
+
+    def on_training_start(self, agent: Any) -> None:
+        """Called once before the first step of a ``learn`` call."""
+
+    def on_step(self, agent: Any) -> bool:
+        """After every environment step (and its updates); return False to stop."""
+        return True
+
+    def on_episode_end(self, agent: Any, episode_return: float, episode_length: int) -> None:
+        """After the last step of a training episode."""
+
+    def on_training_end(self, agent: Any) -> None:
+        """Once after the last step, also when training stops early or is interrupted."""
+
+
+class RunnableAgent(Protocol):
+    """What a run needs of a learner: the native :class:`agents.ddpg.DDPG`, the SB3
+    adapters (:mod:`agents.sb3`) provide it."""
+
+    checkpoint_name: str
+    num_timesteps: int
+    num_updates: int
+    between_episodes: bool
+
+    def learn(self, total_steps: int, callback: Callback) -> object: ...
+    def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray: ...
+    def pop_losses(self) -> dict[str, float]: ...
+    def exploration_statistics(self) -> dict[str, float]: ...
+    def bonus_statistics(self) -> dict[str, float]: ...
+    @property
+    def skipped_updates(self) -> int: ...
+    def save(
+        self, path: str | Path, include_buffer: bool = False, metadata: dict | None = None
+    ) -> None: ...
+    def load_checkpoint(
+        self, path: str | Path, check: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]: ...

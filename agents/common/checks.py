@@ -1,0 +1,108 @@
+"""How a setting is checked: the one-line refusals every family gives for bad input.
+
+A setting reaches the project from YAML, ``--set`` or Python, so it is checked where it
+enters — its type, its range, whether the key exists at all — and refused with one
+:class:`ConfigError` line naming it, before anything is built or allocated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from param_explore import validation
+
+from .errors import ConfigError
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def require_known(what: str, given: Iterable[str], valid: Iterable[str]) -> None:
+    """Every key of ``given`` is one of ``valid``, or one line naming the unknown ones, the
+    nearest valid name and the valid names (:func:`param_explore.validation.require_known`)."""
+    try:
+        validation.require_known(what, given, valid)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+#: Seeds every RNG a run seeds accepts (NumPy's legacy seeding is the narrowest: 32 bits).
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(seed: int | None) -> None:
+    """A seed is None or an integer in [0, 2³² − 1]."""
+    require(
+        seed is None or (isinstance(seed, int) and 0 <= seed <= MAX_SEED),
+        f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}",
+    )
+
+
+def coerce_fields(config: Any, prefix: str = "") -> None:
+    """Coerce a settings dataclass's YAML/CLI values to its declared field types, or say
+    which one is wrong (named ``prefix`` + field)."""
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        object.__setattr__(config, f.name, coerce_value(prefix + f.name, hints[f.name], value))
+
+
+def coerce_value(name: str, hint: Any, value: Any) -> Any:
+    """``value`` as type ``hint`` (what a YAML or command-line value may be read as), or one
+    line naming ``name`` and what it must be."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or isinstance(hint, types.UnionType):  # X | None
+        if value is None and type(None) in typing.get_args(hint):
+            return None
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        origin = typing.get_origin(hint)
+    if origin is Literal:
+        allowed = typing.get_args(hint)
+        require(value in allowed, f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+    if origin in (list, dict) or hint in (list, dict):
+        expected = origin or hint
+        require(isinstance(value, expected), f"{name} must be a {expected.__name__}")
+        if origin is list:
+            (item,) = typing.get_args(hint)
+            return [coerce_value(f"{name}[{i}]", item, v) for i, v in enumerate(value)]
+        return value
+    if hint is bool:
+        require(isinstance(value, bool), f"{name} must be true or false, got {value!r}")
+        return value
+    if hint in (int, float):
+        number = value
+        if isinstance(value, str):  # YAML 1.1 reads 1e6 as a string
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+        ok = isinstance(number, (int, float)) and not isinstance(number, bool)
+        if ok and isinstance(number, float):
+            ok = math.isfinite(number) and (hint is float or number.is_integer())
+        kind = "an integer" if hint is int else "a finite number"
+        require(ok, f"{name} must be {kind}, got {value!r}")
+        # Torch and NumPy take 64-bit integers (and floats end at 1.8e308): a larger number
+        # would overflow deep inside.
+        limit = 2**63 if hint is int else 2**1023
+        shown = repr(value) if len(repr(value)) <= 30 else f"{repr(value)[:12]}… (too long)"
+        require(abs(number) < limit, f"{name} is too large: {shown}")
+        return hint(number)
+    if hint is str:
+        require(isinstance(value, str), f"{name} must be a string, got {value!r}")
+    return value
+
+
+def record_from_mapping(record: type, values: Mapping[str, Any], what: str) -> Any:
+    """``record(**values)`` for a settings dataclass checked when made, after one line for a
+    key it does not have (``what`` names the keys, e.g. ``bonus setting(s)``)."""
+    require(isinstance(values, Mapping), f"{what} must be a mapping, got {values!r}")
+    require_known(what, values, [f.name for f in dataclasses.fields(record)])
+    return record(**values)

@@ -1,0 +1,55 @@
+"""What a learner asks of a curiosity bonus (``agents.curiosity`` provides them).
+
+The learners know a bonus only through these protocols, so curiosity stays a family of its
+own: a run makes the bonus from its resolved ``bonus:`` settings (:class:`BonusSettings`,
+``agents.curiosity.registry``) and hands it to the learner. The native DDPG puts every
+stored transition into the bonus's pool, refits the model when :meth:`RewardBonus.due`, and
+adds the bonus to each replayed minibatch's rewards before the update (re-scored with the
+current model at every update; the replay buffer keeps the task's own rewards,
+``docs/vime.md``); an on-policy learner scores each rollout
+(``agents.curiosity.sb3.VimeCallback``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+from torch import Tensor
+
+
+class BonusSettings(Protocol):
+    """A bonus's settings, checked when made (``agents.curiosity.registry.BONUSES``)."""
+
+    kind: str
+
+    def label(self) -> str:
+        """How a run directory names the bonus (``vime-noisy-kfac``)."""
+
+    def values(self) -> dict[str, Any]:
+        """The settings-file form (every setting, ``kind`` included)."""
+
+
+class RewardBonus(Protocol):
+    #: Whether the bonus is given yet (VIME: once its model was fitted).
+    ready: bool
+
+    def add(self, obs: np.ndarray, actions: np.ndarray, next_obs: np.ndarray) -> None:
+        """Transitions (rows) into the model's pool."""
+
+    def due(self) -> bool:
+        """Whether the model should be refitted now."""
+
+    def fit(self) -> bool:
+        """Refit the model on its pool; whether it trained."""
+
+    def intrinsic_rewards(self, obs: Tensor, actions: Tensor, next_obs: Tensor) -> Tensor:
+        """The bonus of each transition of a batch, shape (B,)."""
+
+    def pop_statistics(self) -> dict[str, float]:
+        """Scalars to log since the last call, by TensorBoard tag."""
+
+    def state_dict(self, include_pool: bool = True) -> dict[str, Any]:
+        """Everything to continue (tensors and plain data only)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...

@@ -1,0 +1,94 @@
+"""The learner a run's settings name, on the run's env, with the run's bonus.
+
+``--engine native`` (:class:`agents.ddpg.DDPG`), ``--engine sb3`` (SB3's DDPG with
+``ParamExplorePolicy``) or ``--algo trpo`` (sb3-contrib's TRPO, an optional extra imported
+only here, when a run asks for it); each receives the resolved settings and, where it
+takes one, the bonus made from the run's bonus settings on a generator of its own.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+import gymnasium as gym
+
+from ..common.callbacks import RunnableAgent
+from ..common.devices import resolve_device
+from ..common.envs import episode_limit, make_env
+from ..common.errors import ConfigError
+from ..common.reward_bonus import RewardBonus
+from ..curiosity.registry import make_bonus
+from ..ddpg import DDPG
+from ..settings import RunSettings
+from ..tasks import with_task_report
+
+#: Offset between the training seed and the curiosity bonus's own generator's seed.
+BONUS_SEED_OFFSET = 2_000_000
+#: The extra that brings an optional learner's dependency, by the module it needs.
+EXTRAS = {"sb3_contrib": "trpo"}
+
+
+def make_task_env(settings: RunSettings) -> gym.Env:
+    """The run's env: ``settings.env`` with its ``env_kwargs`` and ``max_episode_steps``,
+    reporting its task's success and coverage (:mod:`agents.tasks`)."""
+    return with_task_report(make_env(settings.env, settings.env_kwargs, settings.max_episode_steps))
+
+
+def make_agent(settings: RunSettings, env: gym.Env | None = None) -> RunnableAgent:
+    """The learner ``settings`` name, on an env whose episodes end (its own time limit, or
+    ``max_episode_steps``)."""
+    if env is None:
+        env = make_task_env(settings)
+    elif settings.max_episode_steps is not None:
+        env = gym.wrappers.TimeLimit(env, settings.max_episode_steps)
+    if episode_limit(env) is None:
+        raise ConfigError(
+            f"{settings.env} has no time limit, so an episode might never end (evaluation "
+            "would never return, and checkpoints wait for an episode's end); give it one "
+            "with --set max_episode_steps=N"
+        )
+    if settings.algo == "trpo":
+        trpo_agent = _optional("agents.sb3.trpo_agent", "--algo trpo")
+        from ..curiosity.sb3 import VimeCallback
+
+        bonus = make_run_bonus(settings, env)
+        callback = VimeCallback(bonus=bonus) if bonus is not None else None
+        return trpo_agent.SB3TRPOAgent(env, settings, bonus_callback=callback)
+    if settings.engine == "sb3":
+        from ..sb3.ddpg_agent import SB3Agent
+
+        return SB3Agent(env, settings.learner, seed=settings.seed, device=settings.device)
+    return DDPG(
+        env,
+        settings.learner,
+        seed=settings.seed,
+        device=settings.device,
+        bonus=make_run_bonus(settings, env),
+    )
+
+
+def make_run_bonus(settings: RunSettings, env: gym.Env) -> RewardBonus | None:
+    """The run's curiosity bonus, on its own generator, or None."""
+    if settings.bonus is None:
+        return None
+    return make_bonus(
+        settings.bonus,
+        env.observation_space,
+        env.action_space,
+        seed=settings.seed + BONUS_SEED_OFFSET,
+        device=resolve_device(settings.device),
+    )
+
+
+def _optional(module: str, what: str) -> ModuleType:
+    """Import an optional learner's module; a missing extra is one line naming it."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        extra = EXTRAS.get((err.name or "").split(".")[0])
+        if extra is None:
+            raise
+        raise ConfigError(
+            f"{what} needs {err.name}, an optional dependency: pip install 'param-explore[{extra}]'"
+        ) from None

@@ -1,0 +1,218 @@
+"""The run's callback: evaluation, scalars, checkpoints and progress, called by any learner
+after every environment step (:class:`agents.common.callbacks.Callback`)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from ..common.callbacks import Callback, RunnableAgent
+from ..common.errors import (
+    EnvironmentFailure,
+    NonFiniteDataError,
+    RunDirectoryError,
+    UpdatesSkippedError,
+    os_error_reason,
+)
+from ..common.evaluation import evaluate_together, success_rate
+from ..settings import RunSettings
+from .agent_factory import make_task_env
+from .run_logger import RunLogger
+from .stopping import stop_requested
+
+#: Offset between the training seed and the evaluation episodes' seeds.
+EVAL_SEED_OFFSET = 1_000_000
+
+
+class RunCallback(Callback):
+    """Evaluation, scalars, checkpoints and progress for :func:`train`.
+
+    ``logger`` is set once the step-0 checkpoint of a new run is written.
+    """
+
+    logger: RunLogger
+
+    def __init__(self, config: RunSettings, checkpoint_path: Path, progress: bool) -> None:
+        self.config = config
+        self.checkpoint_path = checkpoint_path
+        # One env per test episode: the episodes of an evaluation step together.
+        self.eval_envs = [make_task_env(config) for _ in range(config.eval_episodes)]
+        self.last_eval: float | None = None
+        #: The step of the checkpoint on disk (None before this call wrote one).
+        self.checkpoint_step: int | None = None
+        self.bar = tqdm(
+            total=config.total_steps,
+            unit="step",
+            dynamic_ncols=True,
+            disable=not (progress and sys.stderr.isatty()),
+        )
+        self._clock = time.perf_counter()
+        self._clock_step = 0
+        self._checkpoint_due = False
+        self._evaluating = False
+        self._skipped_reported = 0
+        #: (step, updates, skipped updates) at the start of the current skip window.
+        self._window_start = (0, 0, 0)
+
+    def on_training_start(self, agent: RunnableAgent) -> None:
+        self._window_start = (agent.num_timesteps, agent.num_updates, agent.skipped_updates)
+        self.bar.update(agent.num_timesteps - self.bar.n)
+        self._clock = time.perf_counter()
+        self._clock_step = agent.num_timesteps
+
+    def on_episode_end(
+        self, agent: RunnableAgent, episode_return: float, episode_length: int
+    ) -> None:
+        self.logger.scalar("train/episode_return", episode_return, agent.num_timesteps)
+        self.logger.scalar("train/episode_length", episode_length, agent.num_timesteps)
+
+    def on_step(self, agent: RunnableAgent) -> bool:
+        step = agent.num_timesteps
+        cfg = self.config
+        if cfg.skipped_window and step % cfg.skipped_window == 0:
+            self._check_updates_applied(agent, step)
+        if step % cfg.log_every == 0:
+            self._log_scalars(agent, step)
+        # Every eval_every steps, and at the end of a run whose length the schedule misses
+        # (a short run, e.g. --steps 2000, still reports its return and success rate).
+        if step % cfg.eval_every == 0 or step == cfg.total_steps:
+            self._evaluate(agent, step)
+        if step % cfg.checkpoint_every == 0:
+            self._checkpoint_due = True
+        # Checkpoints wait for the end of an episode: a resumed run then replays exactly
+        # the episodes an uninterrupted one would have (a mid-episode state is not saved).
+        if self._checkpoint_due and agent.between_episodes:
+            self.checkpoint(agent)
+        if step % 100 == 0:
+            self.bar.update(step - self.bar.n)
+        # A signal asked to stop: the step is complete, the run stops here.
+        return step < cfg.total_steps and stop_requested() is None
+
+    def _check_updates_applied(self, agent: RunnableAgent, step: int) -> None:
+        """Stop a run none of whose updates in the last ``skipped_window`` steps was
+        applied: a non-finite loss or gradient every time means nothing is trained, and
+        nothing will be (the weights that gave it do not change). One host read per window."""
+        start, updates, skipped = self._window_start
+        made = agent.num_updates - updates
+        all_skipped = made > 0 and agent.skipped_updates - skipped >= made
+        self._window_start = (step, agent.num_updates, agent.skipped_updates)
+        if all_skipped:
+            raise UpdatesSkippedError(
+                f"all {made} updates of steps {start + 1}-{step} were skipped for a "
+                f"non-finite loss or gradient (skipped_window={self.config.skipped_window}): "
+                "the run was training nothing; training stopped"
+            )
+
+    def _log_scalars(self, agent: RunnableAgent, step: int) -> None:
+        elapsed = time.perf_counter() - self._clock
+        speed = (step - self._clock_step) / elapsed if elapsed > 0 else 0.0
+        self.logger.scalar("time/steps_per_second", speed, step)
+        for name, value in agent.pop_losses().items():
+            self.logger.scalar(f"loss/{name}", value, step)
+        for tag, value in agent.bonus_statistics().items():
+            self.logger.scalar(tag, value, step)
+        for name, value in agent.exploration_statistics().items():
+            self.logger.scalar(f"explore/{name}", value, step)
+        skipped = agent.skipped_updates
+        self.logger.scalar("train/skipped_updates", skipped, step)
+        if skipped > self._skipped_reported:
+            self._write(
+                f"step {step}: {skipped} update(s) skipped so far (non-finite loss or gradient)"
+            )
+            self._skipped_reported = skipped
+        postfix = {"steps/s": f"{speed:.0f}"}
+        if self.last_eval is not None:
+            postfix["eval"] = f"{self.last_eval:.1f}"
+        self.bar.set_postfix(postfix, refresh=False)
+        self._clock, self._clock_step = time.perf_counter(), step
+
+    def _evaluate(self, agent: RunnableAgent, step: int) -> None:
+        started = time.perf_counter()
+        seed = self.config.seed + EVAL_SEED_OFFSET
+        self._evaluating = True
+        final_infos: list[dict] = []
+        try:
+            mean, std = evaluate_together(agent, self.eval_envs, seed=seed, final_infos=final_infos)
+        except (NonFiniteDataError, EnvironmentFailure) as err:
+            raise type(err)(f"{err}, in the evaluation at step {step}") from None
+        if not (math.isfinite(mean) and math.isfinite(std)):  # finite rewards, summed
+            raise NonFiniteDataError(
+                f"the evaluation at step {step} has a non-finite return ({mean} ± {std})"
+            )
+        self._evaluating = False
+        success = success_rate(final_infos)
+        episodes = self.config.eval_episodes
+        self.logger.evaluation(step, mean, std, episodes, time.time(), success_rate=success)
+        self.logger.scalar("time/eval_seconds", time.perf_counter() - started, step)
+        self.last_eval = mean
+        succeeded = "" if success is None else f", success {success:.0%}"
+        self._write(f"step {step}: eval return {mean:.1f} ± {std:.1f} ({episodes} ep{succeeded})")
+        # Evaluation time is not training time: restart the throughput clock.
+        self._clock += time.perf_counter() - started
+
+    def _write(self, line: str) -> None:
+        """One line of the run's log: plain on a pipe, above the bar on a terminal."""
+        if self.bar.disable:
+            print(line, flush=True)
+        else:
+            self.bar.write(line)
+
+    def checkpoint(self, agent: RunnableAgent) -> None:
+        """Write the agent's state, with the run's settings (a resume checks against them)."""
+        metadata = {
+            "run_config": self.config.values(),
+            "buffer_saved": self.config.save_replay_buffer,
+        }
+        self._check_policy(agent)
+        try:
+            agent.save(self.checkpoint_path, self.config.save_replay_buffer, metadata)
+        except OSError as err:
+            kept = (
+                f"; the checkpoint of step {self.checkpoint_step} there is intact"
+                if self.checkpoint_step is not None
+                else ""
+            )
+            raise RunDirectoryError(
+                f"cannot write checkpoint {self.checkpoint_path}: {os_error_reason(err)}{kept}"
+            ) from None
+        self.checkpoint_step = agent.num_timesteps
+        self._checkpoint_due = False
+
+    def _check_policy(self, agent: RunnableAgent) -> None:
+        """A state whose weights are finite can still act non-finitely (weights so large
+        that a layer overflows): such a state is never a checkpoint. The probe is the mean
+        action at the observation nearest zero (no env call, no random number drawn)."""
+        space = self.eval_envs[0].observation_space
+        obs = np.clip(np.zeros(space.shape), space.low, space.high).astype(space.dtype)
+        action = agent.predict(obs, True)
+        if not np.isfinite(action).all():
+            raise NonFiniteDataError(
+                f"not saved to {self.checkpoint_path}: at step {agent.num_timesteps} the "
+                f"policy's action is not finite ({np.asarray(action).tolist()}; an update "
+                "diverged: a learning rate too large?)"
+            )
+
+    def checkpoint_last_good(self, agent: RunnableAgent) -> str:
+        """After a failure: checkpoint the state if it is a good one; say where the run
+        can continue from."""
+        previous = f"{self.checkpoint_path} holds step {self.checkpoint_step}"
+        if self._evaluating:  # the checkpoint would pass an evaluation that was not written
+            return f"not checkpointed mid-evaluation; the last checkpoint stays: {previous}"
+        if getattr(agent, "boundaries_only", False) and not agent.between_episodes:
+            # TRPO: a state inside a rollout cannot be continued (its rollout is lost).
+            return f"not checkpointed mid-rollout; the last checkpoint stays: {previous}"
+        try:
+            self.checkpoint(agent)
+        except NonFiniteDataError:
+            return f"this state is not checkpointed; the last good one stays: {previous}"
+        step = agent.num_timesteps
+        return f"checkpoint of the last good state (step {step}): {self.checkpoint_path}"
+
+    def on_training_end(self, agent: RunnableAgent) -> None:
+        self.bar.update(agent.num_timesteps - self.bar.n)
+        self.bar.close()

@@ -1,0 +1,110 @@
+"""Settings files: YAML read as data, the shipped presets, and a run's ``config.yaml``.
+
+A preset is a YAML file shipped with the package (``configs/`` in the repository, installed
+as ``agents.presets``): ``ddpg.yaml`` restates every default with its source, and
+``<strategy>.yaml`` holds each strategy's settings (Table 3 for Khan et al.'s six), each
+value with its source.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from importlib.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..common.checks import require
+from ..common.errors import ConfigError
+
+
+def _shipped_presets() -> Traversable | Path:
+    """The installed presets (``agents.presets``), or ``configs/`` beside the source tree
+    when the package runs from a checkout that is not installed."""
+    try:
+        return resources.files("agents.presets")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[2] / "configs"
+
+
+#: Where presets are looked up, in order: the shipped ones (``configs/`` of the repository).
+#: A project with strategies of its own may put its presets' folder in front.
+PRESET_DIRS: list[Traversable | Path] = [_shipped_presets()]
+
+_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+
+
+def preset_path(name: str) -> Traversable | Path:
+    """The preset ``<name>.yaml`` (``ddpg``, or a strategy), or one line saying it has none."""
+    for directory in PRESET_DIRS:
+        path = directory.joinpath(f"{name}.yaml")
+        if path.is_file():
+            return path
+    raise ConfigError(f"strategy {name!r} has no preset {name}.yaml")
+
+
+def numbers(value: Any) -> Any:
+    """Read ``3e-4``-style strings as floats: YAML 1.1 needs a dot (``3.0e-4``) for that."""
+    if isinstance(value, str) and _FLOAT.match(value):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [numbers(v) for v in value]
+    return value
+
+
+def load_yaml(path: str | Path | Traversable) -> dict[str, Any]:
+    """A YAML mapping from ``path``, or a ConfigError saying why it is not one."""
+    if isinstance(path, str):
+        path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"cannot parse config file {path}: it is not text") from None
+    except OSError as err:
+        raise ConfigError(f"cannot read config file {path}: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        problem = getattr(err, "problem", None) or "invalid YAML"
+        raise ConfigError(f"cannot parse config file {path}{line}: {problem}") from None
+    if data is None:
+        return {}
+    require(isinstance(data, dict), f"config file {path} must hold a mapping of keys to values")
+    return numbers(data)
+
+
+def parse_set_options(options: list[str]) -> dict[str, Any]:
+    """``["batch_size=128", "optimizer_kwargs.lr=3e-4"]`` → a nested dict (YAML values)."""
+    result: dict[str, Any] = {}
+    for option in options:
+        key, sep, raw = option.partition("=")
+        require(bool(sep) and bool(key), f"--set expects key=value, got {option!r}")
+        try:
+            value = numbers(yaml.safe_load(raw)) if raw else ""
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {key}: cannot parse value {raw!r}") from None
+        *parents, leaf = key.split(".")
+        target = result
+        for parent in parents:
+            target = target.setdefault(parent, {})
+            require(isinstance(target, dict), f"--set {key}: {parent} is not a mapping")
+        target[leaf] = value
+    return result
+
+
+def write_values(values: dict[str, Any], path: str | Path) -> None:
+    """Write a settings mapping as YAML (a run directory's ``config.yaml``)."""
+    Path(path).write_text(yaml.safe_dump(values, sort_keys=False))
+
+
+def upgrade_config_keys(values: dict[str, Any]) -> dict[str, Any]:
+    """Earlier versions saved the strategy as ``optimizer``."""
+    if "optimizer" in values and "strategy" not in values:
+        values = {("strategy" if k == "optimizer" else k): v for k, v in values.items()}
+    return values

@@ -1,0 +1,220 @@
+"""The learners' settings: DDPG's (either engine) and TRPO's, each a typed, checked record.
+
+Defaults are the paper's experiment for DDPG (Khan et al. 2018, Appendix K and Table 3;
+Lillicrap et al. 2015) and VIME's released code for TRPO (``docs/decisions.md#trpo``);
+``configs/ddpg.yaml`` restates every DDPG default with its source and a test keeps the two
+equal. A settings file names them flat (``hidden_sizes``, ``tau``, ``strategy``,
+``optimizer_kwargs``, …, and TRPO's own under ``trpo:``); :meth:`DDPGSettings.from_values`
+and :meth:`TRPOSettings.from_values` read that form, and ``values()`` gives it back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any, Literal
+
+from ..common.checks import coerce_fields, coerce_value, require, require_known
+from ..common.memory_budget import FLOAT32, MemoryNeed
+from ..common.strategies import Resample, Strategy, resolve_strategy
+
+#: The settings-file keys that make up a DDPG strategy (:class:`Strategy`).
+STRATEGY_KEYS = ("strategy", "optimizer_kwargs", "action_noise", "resample", "layer_norm")
+#: What each strategy key may hold as read from a file (before it is resolved).
+_STRATEGY_HINTS = {
+    "strategy": str,
+    "optimizer_kwargs": dict,
+    "action_noise": dict,
+    "resample": Resample | None,
+    "layer_norm": bool | None,
+}
+
+
+@dataclass(frozen=True)
+class DDPGSettings:
+    """DDPG's hyperparameters (Appendix K; ``docs/decisions.md``) and its strategy."""
+
+    #: The exploration strategy (``--opt``), resolved (:mod:`agents.common.strategies`).
+    strategy: Strategy = field(default_factory=lambda: resolve_strategy("vadam"))
+    hidden_sizes: list[int] = field(default_factory=lambda: [400, 300])
+    #: How the actor and the critic start (:mod:`agents.common.initialisation`): the
+    #: authors' released code (``khan2018``) or Lillicrap et al. 2015 (``lillicrap``).
+    init: Literal["khan2018", "lillicrap"] = "khan2018"
+    buffer_size: int = 1_000_000
+    batch_size: int = 64
+    gamma: float = 0.99
+    tau: float = 1e-3
+    critic_lr: float = 1e-3
+    #: Updates start once the buffer holds *more* than this many transitions.
+    learning_starts: int = 64
+    #: Gradient updates per environment step.
+    gradient_steps: int = 1
+    #: ``sum`` (the released code) or ``mean`` of the minibatch policy gradient.
+    actor_grad_reduction: Literal["sum", "mean"] = "sum"
+    #: Run each update as one compiled graph (:mod:`agents.ddpg.compiled_update`): faster,
+    #: equal to the eager update up to float rounding, seconds of compiling at the first
+    #: update. Strategies without a traced form (noisy-kfac) train eagerly.
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        coerce_fields(self)
+        for key in ("buffer_size", "batch_size", "gradient_steps"):
+            require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
+        require(self.learning_starts >= 0, "learning_starts must be >= 0")
+        require(
+            self.buffer_size > self.learning_starts,
+            f"buffer_size ({self.buffer_size}) must exceed learning_starts "
+            f"({self.learning_starts}): updates start once the buffer holds more than "
+            "learning_starts transitions, so this run would never train",
+        )
+        require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
+        require(0 < self.tau <= 1, f"tau must be in (0, 1], got {self.tau}")
+        require(self.critic_lr > 0, f"critic_lr must be > 0, got {self.critic_lr}")
+        require(
+            len(self.hidden_sizes) >= 2 and all(h > 0 for h in self.hidden_sizes),
+            f"hidden_sizes needs at least two positive sizes, got {self.hidden_sizes}",
+        )
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """The settings-file keys this record is read from."""
+        return (*STRATEGY_KEYS, *(f.name for f in dataclasses.fields(cls)[1:]))
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> DDPGSettings:
+        """The record of a settings mapping's DDPG keys (any left out keep their defaults);
+        one ConfigError line for an unknown key or a bad value."""
+        require_known("DDPG setting(s)", values, cls.keys())
+        given = {
+            key: coerce_value(key, _STRATEGY_HINTS[key], values[key])
+            for key in STRATEGY_KEYS
+            if key in values
+        }
+        strategy = resolve_strategy(
+            given.get("strategy", "vadam"),
+            given.get("optimizer_kwargs"),
+            given.get("action_noise"),
+            given.get("layer_norm"),
+            given.get("resample"),
+        )
+        scalars = {key: value for key, value in values.items() if key not in STRATEGY_KEYS}
+        return cls(strategy=strategy, **scalars)
+
+    def values(self) -> dict[str, Any]:
+        """The settings-file form: the strategy's keys, then the hyperparameters."""
+        hyperparameters = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "strategy"
+        }
+        return {**self.strategy.settings(), **hyperparameters}
+
+    def memory_needs(self, obs_dim: int, action_dim: int) -> list[MemoryNeed]:
+        """What these settings need in memory at least (``agents.common.memory_budget``):
+        the replay buffer's tensors exactly (two observations, the action, reward and flag
+        per transition, as float32), four copies of the networks' parameters (networks,
+        targets, two optimizer moments), and per update the activations autograd must keep
+        for a minibatch — every layer of the critic twice (its loss, and the actor's loss
+        through it) and of the actor once."""
+        hidden = list(self.hidden_sizes)
+        actor_layers = [obs_dim, *hidden, action_dim]
+        critic_layers = [obs_dim + action_dim, *hidden, 1]
+        params = sum(
+            (a + 1) * b for layers in (actor_layers, critic_layers) for a, b in pairwise(layers)
+        )
+        per_transition = 2 * obs_dim + action_dim + 2
+        per_sample = 2 * sum(critic_layers) + sum(actor_layers)
+        return [
+            MemoryNeed(
+                f"replay buffer (buffer_size={self.buffer_size})",
+                self.buffer_size * per_transition * FLOAT32,
+                "buffer_size",
+            ),
+            MemoryNeed(f"networks (hidden_sizes={hidden})", 4 * params * FLOAT32, "hidden_sizes"),
+            MemoryNeed(
+                f"one update (batch_size={self.batch_size})",
+                self.batch_size * per_sample * FLOAT32,
+                "batch_size",
+            ),
+        ]
+
+
+#: The strategy a TRPO run records: it explores through its own Gaussian policy.
+TRPO_STRATEGY = "trpo"
+
+
+@dataclass(frozen=True)
+class TRPOSettings:
+    """sb3-contrib TRPO's settings a run exposes (``trpo:`` mapping; defaults and their
+    anchors in ``docs/decisions.md#trpo``), and the networks and discount it shares with
+    DDPG's keys (``hidden_sizes``, ``gamma``)."""
+
+    #: Steps per rollout (one policy update each): VIME's batch of 5000 steps.
+    n_steps: int = 5000
+    #: Maximum KL divergence of an update: VIME's step size 0.01 (sb3-contrib's default).
+    target_kl: float = 0.01
+    #: GAE's λ: 1.0 as VIME's BatchPolopt (sb3-contrib's default is 0.95).
+    gae_lambda: float = 1.0
+    #: Minibatch of the value function's updates (sb3-contrib's default).
+    batch_size: int = 128
+    #: Policy and value function alike (VIME: GaussianMLPPolicy hidden_sizes=(64, 32)).
+    hidden_sizes: list[int] = field(default_factory=lambda: [64, 32])
+    gamma: float = 0.99
+
+    #: The keys of the ``trpo:`` mapping (the others are top-level keys shared with DDPG).
+    OWN = ("n_steps", "target_kl", "gae_lambda", "batch_size")
+
+    def __post_init__(self) -> None:
+        coerce_fields(self, prefix="trpo.")
+        require(self.n_steps >= 2, f"trpo.n_steps must be >= 2, got {self.n_steps}")
+        require(self.target_kl > 0, f"trpo.target_kl must be > 0, got {self.target_kl}")
+        require(
+            0 <= self.gae_lambda <= 1, f"trpo.gae_lambda must be in [0, 1], got {self.gae_lambda}"
+        )
+        require(self.batch_size >= 1, f"trpo.batch_size must be >= 1, got {self.batch_size}")
+        require(
+            len(self.hidden_sizes) >= 1 and all(h > 0 for h in self.hidden_sizes),
+            f"hidden_sizes needs at least one positive size, got {self.hidden_sizes}",
+        )
+        require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> TRPOSettings:
+        """The record of a settings mapping's ``trpo:`` mapping, ``hidden_sizes`` and
+        ``gamma``. DDPG's other keys do not apply: one given a value other than its
+        default is refused (files of earlier versions list every key at its default)."""
+        require(
+            values.get("strategy", TRPO_STRATEGY) == TRPO_STRATEGY,
+            f"--algo trpo explores through TRPO's own Gaussian policy, so a weight-noise "
+            f"strategy ({values.get('strategy')}) does not apply: leave --opt out",
+        )
+        own = values.get("trpo", {})
+        require(isinstance(own, dict), f"trpo must be a mapping of settings, got {own!r}")
+        require_known("trpo setting(s)", own, cls.OWN)
+        for key in ("optimizer_kwargs", "action_noise", "resample", "layer_norm", "compile"):
+            require(
+                not values.get(key),
+                f"{key} applies to a DDPG exploration strategy or learner, not to --algo trpo",
+            )
+        defaults = {
+            f.name: f.default
+            for f in dataclasses.fields(DDPGSettings)
+            if f.default is not dataclasses.MISSING
+        }
+        for key, default in defaults.items():
+            if key in values and key not in ("gamma", "compile"):
+                require(
+                    values[key] == default,
+                    f"{key} applies to a DDPG learner, not to --algo trpo",
+                )
+        shared = {key: values[key] for key in ("hidden_sizes", "gamma") if key in values}
+        return cls(**own, **shared)
+
+    def values(self) -> dict[str, Any]:
+        """The settings-file form."""
+        return {
+            "strategy": TRPO_STRATEGY,
+            "hidden_sizes": list(self.hidden_sizes),
+            "gamma": self.gamma,
+            "trpo": {key: getattr(self, key) for key in self.OWN},
+        }
