@@ -240,7 +240,7 @@ def test_rllab_car_loses_much_of_its_push_in_the_valley():
     """Why the task runs in Box2D: rocking on its corners through the valley, the box loses
     much of what a pump puts in. Pushing the way it moves until the goal, its energy
     (1/2 m v^2 + 1/2 I w^2 + m g y) rises by less than 60 % of the push's work (measured:
-    48 % here, 42 % over 50 episodes); a car on the curve with the same friction keeps ~95 %."""
+    48 % here, 42 % over 50 episodes); a car on the curve with the same friction keeps 93 %."""
     env = gym.make("SparseMountainCarRllab-v0")
     obs, _ = env.reset(seed=0)
     cart = env.unwrapped.cart
