@@ -26,6 +26,7 @@ from conftest import error_line
 #: The coverage each task reports, as ``explore/<name>`` scalars.
 COVERAGE = {
     "SparseMountainCar-v0": {"position_max", "position_min"},
+    "SparseMountainCarRllab-v0": {"position_max", "position_min"},
     "MountainCarContinuous-v0": {"position_max", "position_min"},
     "SparseCartpoleSwingup-v0": {"pole_height_max", "cart_distance_max"},
     "SparseDoublePendulum-v0": {"tip_height_max", "goal_distance_min"},

@@ -11,6 +11,7 @@ HORIZON = 500
 #: (``docs/decisions.md#sparse-tasks``).
 TASKS = {
     "SparseMountainCar-v0": "agents.tasks.mountain_car:SparseMountainCarEnv",
+    "SparseMountainCarRllab-v0": "agents.tasks.rllab_mountain_car:SparseMountainCarRllabEnv",
     "SparseCartpoleSwingup-v0": "agents.tasks.cartpole_swingup:SparseCartpoleSwingupEnv",
     "SparseDoublePendulum-v0": "agents.tasks.double_pendulum:SparseDoublePendulumEnv",
     "SparseHalfCheetah-v5": "agents.tasks.half_cheetah:SparseHalfCheetahEnv",
