@@ -2,9 +2,10 @@
 
 The mathematics of each posterior's information gain is tested in test_information_gain.py;
 here: the batched per-example statistics against autograd one example at a time, batched
-information gains against one transition at a time, a transition the model predicts well
-against a novel one (several seeds, a margin), VIME's median normalisation by hand, and the
-two SB3 forms on real algorithms (sb3-contrib's TRPO, SB3's DDPG).
+information gains against one transition at a time and a call in chunks against one pass, a
+transition the model predicts well against a novel one (several seeds, a margin), for every
+posterior and both of bbb's noises, VIME's median normalisation by hand, and the two SB3 forms
+on real algorithms (sb3-contrib's TRPO, whose model gets the raw action sample, SB3's DDPG).
 """
 
 from __future__ import annotations
@@ -314,6 +315,36 @@ def test_trpo_with_vime_callback_adds_the_bonus_and_recomputes_advantages():
     assert vime.bonus.num_fits == 3 and len(vime.bonus.pool) == 3 * 128
     assert recorder.logged["bonus/intrinsic_mean"] == pytest.approx(bonus.mean(), rel=1e-5)
     assert {"bonus/info_gain_median", "dynamics/loss", "dynamics/kl"} <= set(recorder.logged)
+
+
+class ActionRecorder(BaseCallback):
+    """Each step's raw action sample and the action the environment was given."""
+
+    def _init_callback(self) -> None:
+        self.raw, self.clipped = [], []
+
+    def _on_step(self) -> bool:
+        self.raw.append(np.array(self.locals["actions"], copy=True))
+        self.clipped.append(np.array(self.locals["clipped_actions"], copy=True))
+        return True
+
+
+def test_on_policy_dynamics_model_gets_the_raw_action_sample():
+    """As rllab stores it: the Gaussian policy's sample (σ = 1 at first, so that some fall
+    outside MountainCarContinuous's [−1, 1]), not the action clipped for the env."""
+    model = TRPO(
+        "MlpPolicy", "MountainCarContinuous-v0", n_steps=64, batch_size=64, seed=0,
+        policy_kwargs=dict(net_arch=[8]),
+    )  # fmt: skip
+    recorder = ActionRecorder()
+    vime = VimeCallback(dict(SMALL, min_pool_size=50), seed=0)
+    model.learn(2 * 64, callback=CallbackList([vime, recorder]))
+    raw, clipped = (np.concatenate(x).reshape(-1, 1) for x in (recorder.raw, recorder.clipped))
+    assert len(raw) == len(vime.bonus.pool) == 128
+    assert (np.abs(raw) > 1).any() and not np.array_equal(raw, clipped)
+    np.testing.assert_array_equal(vime.bonus.pool.actions[:128].numpy(), raw.astype(np.float32))
+    rollout = model.rollout_buffer.actions.reshape(-1, 1)  # the last rollout, as TRPO stores it
+    np.testing.assert_array_equal(vime.bonus.pool.actions[64:128].numpy(), rollout)
 
 
 def test_ddpg_with_vime_replay_buffer_scores_every_minibatch():
