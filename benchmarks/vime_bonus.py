@@ -11,12 +11,15 @@ of 10 transitions per environment step), on the transitions of a native DDPG age
   of a whole rollout (``--rollout`` transitions) divided by its length, plus the training;
 
 against one native DDPG update (``train_step``: critic, actor, targets; 400-300 networks,
-batch 64, ``adam-plain``; eager, or compiled with ``--compile``). The pieces are timed in
+batch 64, ``adam-plain``; eager, or compiled with ``--compile``). bbb is timed once per
+information-gain estimator of ``--bbb-gain-noise``: ``unit`` (the released local
+reparameterisation, row ``bbb``), ``weight`` (row ``bbb-weight``). The pieces are timed in
 alternating rounds so that drift of a shared machine hits all alike; medians of the rounds
 are reported, and their ratios to the DDPG update are the result.
 
     python benchmarks/vime_bonus.py [--env HalfCheetah-v4] [--rounds 5] [--block 50]
                                     [--rollout 2048] [--threads 1] [--compile] [--json FILE]
+                                    [--bbb-gain-noise unit weight]
     python benchmarks/vime_bonus.py --tiny      # a few seconds: does it run?
 """
 
@@ -51,6 +54,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--compile", action="store_true", help="compiled DDPG updates")
     parser.add_argument("--posteriors", nargs="+", default=list(POSTERIORS))
+    parser.add_argument(
+        "--bbb-gain-noise", nargs="+", choices=["unit", "weight"], default=["unit"],
+        help="bbb's information-gain estimators to time (bonus.bbb_gain_noise)",
+    )  # fmt: skip
     parser.add_argument("--tiny", action="store_true", help="a smoke run on Pendulum-v1")
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args()
@@ -67,8 +74,14 @@ def main() -> None:
     agent.learn(args.warmup)
     buffer = agent.buffer
     bonuses, fit_step_updates = {}, {}
-    for name in args.posteriors:
-        config = resolve_bonus({"kind": "vime", "posterior": name, **vime})
+    variants = [
+        (posterior if noise == "unit" else f"{posterior}-{noise}", posterior, noise)
+        for posterior in args.posteriors
+        for noise in (args.bbb_gain_noise if posterior == "bbb" else ["unit"])
+    ]
+    for name, posterior, noise in variants:
+        settings = {"kind": "vime", "posterior": posterior, "bbb_gain_noise": noise, **vime}
+        config = resolve_bonus(settings)
         bonus = VimeBonus(config, buffer.obs.shape[1], buffer.actions.shape[1], seed=0)
         n = len(buffer)
         bonus.add(buffer.obs[:n], buffer.actions[:n], buffer.next_obs[:n])

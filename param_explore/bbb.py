@@ -156,12 +156,41 @@ class BayesByBackprop(WeightSampling, torch.optim.Optimizer):
         is ½ λ² Σ σ² [(mean_k g_k)² + ½ (mean_k g_k ε_k)²], a float64 tensor (B,). (The
         released code, ``bnn.py`` l.494-495, leaves out the ½; the bonus, divided by the
         median of earlier gains, is the same.)
+
+        These are gradients through weight samples, noise per weight: the option
+        ``bbb_gain_noise: weight`` of VIME's bonus. The released code takes them through the
+        local reparameterisation, noise per unit (:meth:`information_gain_from_gradients`).
         """
         total = None
         for sigma, g, e in zip(self.sampling_std(), grads, noises):
             mean_grad = g.mean(dim=1)
             rho_part = (g * e).mean(dim=1)
             terms = rho_part.square_().mul_(0.5).add_(mean_grad.square_()).mul_(sigma.square())
+            per_example = terms.flatten(start_dim=1).sum(dim=1, dtype=torch.float64)
+            total = per_example if total is None else total + per_example
+        return 0.5 * step_size**2 * total
+
+    @torch.no_grad()
+    def information_gain_from_gradients(
+        self, mean_grads: list[Tensor], std_grads: list[Tensor], step_size: float = 0.01
+    ) -> Tensor:
+        """VIME's second-order information gain from estimates of each example's gradients.
+
+        ``mean_grads[i]`` and ``std_grads[i]`` hold, for every example b, estimates of
+        ∇μ E_q[f_b] and ∇σ E_q[f_b] of parameter i, shape (B, *p.shape), however they were
+        estimated — VIME's released code averages them over K samples taken through the
+        local reparameterisation trick (``agents.curiosity.dynamics``). The gain is the
+        quadratic form of :meth:`information_gain`, written in σ: ∇ρ = ∇σ sigmoid(ρ) and
+        H_ρ = 2 sigmoid(ρ)²/σ² give ∇ρ²/H_ρ = ½ σ² ∇σ², so
+
+            KL(q_after ‖ q) ≈ ½ λ² Σ σ² [∇μ² + ½ ∇σ²],    λ = ``step_size``,
+
+        a float64 tensor (B,); the ½ in front is the paper's (``bnn.py`` l.494-495 leaves it
+        out), which the median normalisation of the bonus cancels.
+        """
+        total = None
+        for sigma, grad_mean, grad_std in zip(self.sampling_std(), mean_grads, std_grads):
+            terms = grad_std.square().mul_(0.5).add_(grad_mean.square()).mul_(sigma.square())
             per_example = terms.flatten(start_dim=1).sum(dim=1, dtype=torch.float64)
             total = per_example if total is None else total + per_example
         return 0.5 * step_size**2 * total

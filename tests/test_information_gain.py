@@ -8,10 +8,16 @@ Gaussians in NumPy — noisy K-FAC's covariance as c · kron(S_in⁻¹, A_in⁻�
 damping split computed here — and their KL taken with dense linear algebra. This is done
 for several examples, at several points of a training run.
 
-Bayes by Backprop: VIME's second-order approximation is checked against a NumPy
-transcription of the released ``fast_kl_div`` (bnn.py l.474-497, with the paper's ½) whose
-gradients come from a hand-written forward and backward pass, and against the exact KL
-divergence after the Newton step it approximates.
+Bayes by Backprop, as released (``bbb_gain_noise: unit``, the default): the dynamics model's
+batched gain is checked against a transcription of the released ``loss_last_sample`` and
+``fast_kl_div`` (bnn.py l.138-161, l.374-391, l.474-497, with the paper's ½): the local
+reparameterisation's forward pass built here for one example and one noise draw per unit at
+a time, its gradient w.r.t. (μ, ρ) taken by autograd on that example alone, and
+``fast_kl_div``'s formula applied to it; and against the exact KL divergence after the
+Newton step it approximates. The per-weight option (``bbb_gain_noise: weight``) applies the
+same quadratic form to gradients through weight samples θ_k = μ + σ ε_k; it is checked against
+that form with gradients from a hand-written NumPy forward and backward pass, and against the
+exact KL after its Newton step.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import pytest
 import torch
 
 import param_explore as pe
+from agents.curiosity import VimeConfig
+from agents.curiosity.dynamics import BayesianDynamics
 
 IN, HIDDEN, OUT = 2, 3, 2
 STD = 1.5  # the likelihood's σ
@@ -198,7 +206,10 @@ def test_information_gain_is_the_kl_of_the_actual_step(name):
                 assert torch.equal(after["state"][key][name_], tensor), name_
 
 
-def test_bbb_information_gain_is_vimes_second_order_kl():
+def test_bbb_per_weight_information_gain_is_the_second_order_kl():
+    """The per-weight option: the quadratic form of fast_kl_div (bnn.py l.474-497) on
+    gradients through weight samples — not the released gradients (those go through the
+    local reparameterisation: test_bbb_information_gain_is_vimes_released_fast_kl_div)."""
     net = make_net()
     opt = pe.BayesByBackprop(
         net.parameters(), lr=0.05, kl_weight=LAM, num_data=N, prior_variance=ETA, initial_std=0.4
@@ -234,7 +245,7 @@ def test_bbb_information_gain_is_vimes_second_order_kl():
         for i in range(4)
     ]
     gains = opt.information_gain(grads, noises, step_size=step).numpy()
-    # fast_kl_div (bnn.py l.474-497): Σ step² ∇² H⁻¹, H⁻¹_μ = σ², H_ρ = 2e^{2ρ}/(1+e^ρ)²/σ²
+    # fast_kl_div's form on these gradients: Σ step² ∇² H⁻¹, H⁻¹_μ = σ², H_ρ = 2e^{2ρ}/(1+e^ρ)²/σ²
     reference, exact = [], []
     for g in per_example:
         quad, kl = 0.0, 0.0
@@ -255,6 +266,113 @@ def test_bbb_information_gain_is_vimes_second_order_kl():
     np.testing.assert_allclose(gains, exact, rtol=1e-2)
     assert all(torch.equal(t, m + s * e) for t, m, s, e in zip(
         thetas, net.parameters(), opt.sampling_std(), noises))  # fmt: skip
+
+
+def softplus(x):
+    return torch.log1p(torch.exp(x))
+
+
+def released_fast_kl_div(mu, rho, x, y, eps, step, likelihood_std):
+    """bnn.py's gain of one example, transcribed: lasagne's layout (W: in × out, x @ W),
+    ``mu``/``rho`` per layer [W, b] as float64 leaves, ``eps[l]`` (K, units) the noise of
+    layer l for each of the K samples. Returns the KL and the gradients w.r.t. μ and ρ."""
+    mu = [[t.clone().requires_grad_() for t in layer] for layer in mu]
+    rho = [[t.clone().requires_grad_() for t in layer] for layer in rho]
+    samples = len(eps[0])
+    log_p = 0.0
+    for k in range(samples):  # loss_last_sample's n_samples predictions, l.381-388
+        h = x
+        for layer, ((w, b), (rho_w, rho_b), e) in enumerate(zip(mu, rho, eps)):
+            # get_output_for_reparametrization, l.153-161
+            gamma = h @ w + b
+            delta = h.square() @ softplus(rho_w).square() + softplus(rho_b).square()
+            activation = gamma + torch.sqrt(delta) * e[k]
+            h = torch.relu(activation) if layer < len(mu) - 1 else activation
+        # _log_prob_normal, l.345-349
+        sd = torch.tensor(likelihood_std, dtype=torch.float64)
+        log_p = log_p + torch.sum(
+            -torch.log(sd)
+            - torch.log(torch.sqrt(torch.tensor(2 * np.pi)))
+            - (y - h) ** 2 / (2 * sd**2)
+        )
+    # kl_div_new_old (l.177-190) with the old parameters saved equal to the new (pse l.93);
+    # the released denominator's 1e-8 guard is left out (its gradient, −1e-8/(2σ³) per ρ,
+    # is what makes the term's gradient non-zero there).
+    kl = 0.0
+    for (w, b), (rho_w, rho_b) in zip(mu, rho):
+        for m, r in ((w, rho_w), (b, rho_b)):
+            m_old, s_old, s_new = m.detach(), softplus(r.detach()), softplus(r)
+            kl = kl + torch.sum(
+                ((m - m_old) ** 2 + s_new**2 - s_old**2) / (2 * s_old**2)
+                + torch.log(s_old) - torch.log(s_new)
+            )  # fmt: skip
+    loss = kl - log_p / samples
+    flat_mu = [t for layer in mu for t in layer]
+    flat_rho = [t for layer in rho for t in layer]
+    grad_mu = torch.autograd.grad(loss, flat_mu, retain_graph=True)
+    grad_rho = torch.autograd.grad(loss, flat_rho)
+    # fast_kl_div, l.474-497: Σ step² grad² invH, no ½
+    total = 0.0
+    for g, r in zip(grad_mu, flat_rho):
+        total += float(torch.sum(step**2 * g**2 * softplus(r.detach()) ** 2))
+    for g, r in zip(grad_rho, flat_rho):
+        p = r.detach()
+        h = 2.0 * torch.exp(2 * p) / (1 + torch.exp(p)) ** 2 / softplus(p) ** 2
+        total += float(torch.sum(step**2 * g**2 / h))
+    return total, grad_mu, grad_rho
+
+
+def test_bbb_information_gain_is_vimes_released_fast_kl_div():
+    """The default estimator (noise per unit) of the dynamics model, batched over examples
+    and samples, against bnn.py's gain one example at a time, with the same ε."""
+    config = VimeConfig(
+        hidden_sizes=[HIDDEN], num_samples=4, likelihood_std=STD, lr=0.05, prior_std=0.4
+    )
+    assert config.bbb_gain_noise == "unit"
+    dynamics = BayesianDynamics(IN, OUT, config, torch.Generator().manual_seed(4))
+    dynamics.network.double()  # float64 for a tight comparison (the optimizer's state too)
+    x, y = data()
+    for t in range(8):  # σ now differs between weights
+        dynamics.train_step(x[6 * t % 30 : 6 * t % 30 + 6], y[6 * t % 30 : 6 * t % 30 + 6])
+    rows = slice(30, 36)
+    noises = dynamics.information_noise(6)  # per layer (examples, samples, units)
+    assert [tuple(e.shape) for e in noises] == [(6, 4, HIDDEN), (6, 4, OUT)]
+    step = config.second_order_step
+    gains = dynamics.information_gain(x[rows], y[rows], noises).numpy()
+    mean_grads, std_grads = dynamics.local_gradients(
+        dynamics.local_example_statistics(x[rows], y[rows], noises)
+    )
+    opt = dynamics.optimizer
+    layers = dynamics.linears
+    mu = [[m.weight.detach().T, m.bias.detach()] for m in layers]
+    rho = [[opt.state[m.weight]["rho"].T, opt.state[m.bias]["rho"]] for m in layers]
+    flat_rho = [r for layer in rho for r in layer]
+    assert float(torch.cat([r.flatten() for r in flat_rho]).std()) > 1e-3
+    reference, exact = [], []
+    for b, row in enumerate(range(rows.start, rows.stop)):
+        eps = [e[b] for e in noises]
+        kl, grad_mu, grad_rho = released_fast_kl_div(mu, rho, x[row], y[row], eps, step, STD)
+        reference.append(kl)
+        # the project's per-example gradients (torch layout: W is out × in) are autograd's
+        for i, (g_mu, g_rho, r) in enumerate(zip(grad_mu, grad_rho, flat_rho)):
+            g_sigma = g_rho / torch.sigmoid(r)
+            if g_mu.dim() == 2:
+                g_mu, g_sigma = g_mu.T, g_sigma.T
+            torch.testing.assert_close(mean_grads[i][b], g_mu, rtol=1e-10, atol=1e-14)
+            torch.testing.assert_close(std_grads[i][b], g_sigma, rtol=1e-10, atol=1e-14)
+        # the Newton step fast_kl_div approximates, and the exact KL it causes
+        kl_exact = 0.0
+        for g_mu, g_rho, r in zip(grad_mu, grad_rho, flat_rho):
+            sigma = softplus(r)
+            h_rho = 2 * torch.sigmoid(r) ** 2 / sigma**2
+            new_sigma = softplus(r - step * g_rho / h_rho)
+            ratio = (new_sigma / sigma) ** 2
+            shift = step * sigma**2 * g_mu
+            kl_exact += 0.5 * float(torch.sum(ratio - 1 - torch.log(ratio) + shift**2 / sigma**2))
+        exact.append(kl_exact)
+    np.testing.assert_allclose(gains, 0.5 * np.array(reference), rtol=1e-10)  # the paper's ½
+    np.testing.assert_allclose(gains, exact, rtol=1e-2)
+    assert min(reference) > 0 and np.std(reference) > 0
 
 
 def test_information_gain_needs_the_vi_form():

@@ -2,9 +2,10 @@
 
 The mathematics of each posterior's information gain is tested in test_information_gain.py;
 here: the batched per-example statistics against autograd one example at a time, batched
-information gains against one transition at a time, a transition the model predicts well
-against a novel one (several seeds, a margin), VIME's median normalisation by hand, and the
-two SB3 forms on real algorithms (sb3-contrib's TRPO, SB3's DDPG).
+information gains against one transition at a time and a call in chunks against one pass, a
+transition the model predicts well against a novel one (several seeds, a margin), for every
+posterior and both of bbb's noises, VIME's median normalisation by hand, and the two SB3 forms
+on real algorithms (sb3-contrib's TRPO, whose model gets the raw action sample, SB3's DDPG).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from agents.curiosity import POSTERIORS, VimeBonus, VimeConfig, resolve_bonus
 from agents.curiosity.dynamics import gaussian_nll
 from agents.curiosity.pool import TransitionPool
 from agents.curiosity.sb3 import VimeCallback, VimeReplayBuffer
-from agents.curiosity.vime import MedianNormaliser
+from agents.curiosity.vime import CHUNK, MedianNormaliser
 
 OBS, ACT = 3, 2
 #: A small model and schedule so that tests run in seconds.
@@ -45,6 +46,7 @@ def system(rng, n, surprise=0.0):
 def test_settings_default_to_the_released_code_and_validate():
     config = resolve_bonus({"kind": "vime"})
     assert (config.posterior, config.eta, config.hidden_sizes) == ("bbb", 1e-4, [32])
+    assert (config.num_samples, config.bbb_gain_noise) == (10, "unit")  # the released estimator
     assert (config.num_data, config.likelihood_std, config.prior_std) == (50, 5.0, 0.5)
     assert resolve_bonus(None) is None and resolve_bonus({"kind": "none"}) is None
     assert resolve_bonus({"kind": "vime", "eta": "1e-3"}).eta == 1e-3  # YAML 1.1 strings
@@ -59,6 +61,10 @@ def test_settings_default_to_the_released_code_and_validate():
         ({"kind": "vime", "eta": -1}, r"bonus\.eta must be >= 0, got -1"),
         ({"kind": "vime", "num_samples": 0}, r"bonus\.num_samples must be an integer >= 1"),
         ({"kind": "vime", "num_samples": 2.5}, r"bonus\.num_samples must be an integer"),
+        (
+            {"kind": "vime", "bbb_gain_noise": "layer"},
+            r"bonus\.bbb_gain_noise must be one of unit, weight, got 'layer'",
+        ),
         ({"kind": "vime", "min_pool_size": 10, "pool_size": 5}, "exceeds bonus.pool_size"),
         ({"kind": "vime", "hidden_sizes": []}, "at least one positive size"),
         ({"posterior": "bbb"}, "without a kind"),
@@ -108,9 +114,18 @@ def test_median_normaliser_divides_by_the_mean_of_the_last_medians():
 
 
 # --------------------------------------------------------------------------- batching
-def fitted(posterior: str, seed: int = 0, fits: int = 2) -> VimeBonus:
+#: Every information gain: the three posteriors, bbb with either noise.
+VARIANTS = {
+    "bbb": ("bbb", {}),
+    "bbb-weight": ("bbb", {"bbb_gain_noise": "weight"}),
+    "noisy-adam": ("noisy-adam", {}),
+    "noisy-kfac": ("noisy-kfac", {}),
+}
+
+
+def fitted(posterior: str, seed: int = 0, fits: int = 2, **overrides) -> VimeBonus:
     rng = np.random.default_rng(seed)
-    bonus = VimeBonus(small(posterior, updates_per_step=0.5), OBS, ACT, seed=seed)
+    bonus = VimeBonus(small(posterior, updates_per_step=0.5, **overrides), OBS, ACT, seed=seed)
     for _ in range(fits):
         bonus.add(*system(rng, 400))
         assert bonus.fit()
@@ -139,26 +154,53 @@ def test_example_statistics_are_each_examples_own_gradients():
                 torch.testing.assert_close(got[b, k], want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("posterior", POSTERIORS)
-def test_batched_information_gain_equals_one_transition_at_a_time(posterior):
-    bonus = fitted(posterior)
-    batch = system(np.random.default_rng(3), 7, surprise=0.5)
-    bonus.generator.manual_seed(11)  # the same K weight samples in every call
-    together = bonus.information_gain(*batch)
-    alone = []
-    for i in range(7):
-        bonus.generator.manual_seed(11)
-        alone.append(bonus.information_gain(*(v[i : i + 1] for v in batch)))
+def test_the_posteriors_cover_every_variant():
+    assert sorted({posterior for posterior, _ in VARIANTS.values()}) == sorted(POSTERIORS)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_batched_information_gain_equals_one_transition_at_a_time(variant):
+    """Each transition alone, with its part of the batch's noise (its own rows of noise
+    per unit; all of a shared noise)."""
+    posterior, overrides = VARIANTS[variant]
+    bonus = fitted(posterior, **overrides)
+    dynamics = bonus.dynamics
+    batch = (torch.as_tensor(v) for v in system(np.random.default_rng(3), 7, surprise=0.5))
+    inputs, targets = bonus._normalised(*batch)
+    noises = dynamics.information_noise(7)
+    together = dynamics.information_gain(inputs, targets, noises)
+    alone = [
+        dynamics.information_gain(
+            inputs[i : i + 1], targets[i : i + 1], dynamics.noise_rows(noises, slice(i, i + 1))
+        )
+        for i in range(7)
+    ]
     torch.testing.assert_close(together, torch.cat(alone), rtol=1e-5, atol=0)
     assert together.min() > 0 and together.std() > 0
 
 
-@pytest.mark.parametrize("posterior", POSTERIORS)
-def test_a_transition_the_model_predicts_gets_less_than_a_novel_one(posterior):
+@pytest.mark.parametrize("variant", ["bbb", "bbb-weight"])
+def test_a_call_in_chunks_equals_one_pass(variant):
+    """More transitions than one chunk: the call's noise, drawn once, is split by rows."""
+    posterior, overrides = VARIANTS[variant]
+    bonus = fitted(posterior, **overrides)
+    batch = system(np.random.default_rng(5), CHUNK + 9, surprise=0.5)
+    bonus.generator.manual_seed(13)
+    chunked = bonus.information_gain(*batch)
+    bonus.generator.manual_seed(13)
+    inputs, targets = bonus._normalised(*(torch.as_tensor(v) for v in batch))
+    noises = bonus.dynamics.information_noise(CHUNK + 9)
+    whole = bonus.dynamics.information_gain(inputs, targets, noises)
+    torch.testing.assert_close(chunked, whole, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_transition_the_model_predicts_gets_less_than_a_novel_one(variant):
     """Median information gain of 40 transitions of the learnt system against 40 whose s′
     is off by 3 (in units of the normalised state): at least twice as large, every seed."""
+    posterior, overrides = VARIANTS[variant]
     for seed in range(3):
-        bonus = fitted(posterior, seed=seed, fits=3)
+        bonus = fitted(posterior, seed=seed, fits=3, **overrides)
         rng = np.random.default_rng(100 + seed)
         familiar = bonus.information_gain(*system(rng, 40)).median()
         novel = bonus.information_gain(*system(rng, 40, surprise=3.0)).median()
@@ -274,6 +316,36 @@ def test_trpo_with_vime_callback_adds_the_bonus_and_recomputes_advantages():
     assert vime.bonus.num_fits == 3 and len(vime.bonus.pool) == 3 * 128
     assert recorder.logged["bonus/intrinsic_mean"] == pytest.approx(bonus.mean(), rel=1e-5)
     assert {"bonus/info_gain_median", "dynamics/loss", "dynamics/kl"} <= set(recorder.logged)
+
+
+class ActionRecorder(BaseCallback):
+    """Each step's raw action sample and the action the environment was given."""
+
+    def _init_callback(self) -> None:
+        self.raw, self.clipped = [], []
+
+    def _on_step(self) -> bool:
+        self.raw.append(np.array(self.locals["actions"], copy=True))
+        self.clipped.append(np.array(self.locals["clipped_actions"], copy=True))
+        return True
+
+
+def test_on_policy_dynamics_model_gets_the_raw_action_sample():
+    """As rllab stores it: the Gaussian policy's sample (σ = 1 at first, so that some fall
+    outside MountainCarContinuous's [−1, 1]), not the action clipped for the env."""
+    model = TRPO(
+        "MlpPolicy", "MountainCarContinuous-v0", n_steps=64, batch_size=64, seed=0,
+        policy_kwargs=dict(net_arch=[8]),
+    )  # fmt: skip
+    recorder = ActionRecorder()
+    vime = VimeCallback(dict(SMALL, min_pool_size=50), seed=0)
+    model.learn(2 * 64, callback=CallbackList([vime, recorder]))
+    raw, clipped = (np.concatenate(x).reshape(-1, 1) for x in (recorder.raw, recorder.clipped))
+    assert len(raw) == len(vime.bonus.pool) == 128
+    assert (np.abs(raw) > 1).any() and not np.array_equal(raw, clipped)
+    np.testing.assert_array_equal(vime.bonus.pool.actions[:128].numpy(), raw.astype(np.float32))
+    rollout = model.rollout_buffer.actions.reshape(-1, 1)  # the last rollout, as TRPO stores it
+    np.testing.assert_array_equal(vime.bonus.pool.actions[64:128].numpy(), rollout)
 
 
 def test_ddpg_with_vime_replay_buffer_scores_every_minibatch():

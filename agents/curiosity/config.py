@@ -49,6 +49,12 @@ class VimeConfig:
     #: bbb: weight samples of its information gain's gradient (snn_n_samples, l.49; bpe
     #: l.128). The noisy posteriors take their step at the posterior mean instead.
     num_samples: int = 10
+    #: bbb: where the noise of those samples lives. ``unit``: the local reparameterisation
+    #: trick as released (``bnn.py`` l.14, l.138-161) — each layer's pre-activation is
+    #: sampled, one ε per unit, transition and sample; ``weight``: weight samples
+    #: θ_k = μ + σ ε_k shared by a call's transitions. Both estimate the same gradient;
+    #: the gains differ per transition (``docs/vime.md``). Training is not affected.
+    bbb_gain_noise: Literal["unit", "weight"] = "unit"
     #: Step size of the posterior's optimizer; None: Adam's 1e-4 for bbb (l.62), 1e-2 for
     #: the noisy optimizers (a project choice).
     lr: float | None = None

@@ -15,6 +15,13 @@ since each example's loss depends only on its own row, one backward pass of the 
 loss gives every example's output gradients Ds; with the layer inputs a they are the
 per-example gradients Ds aᵀ of every ``Linear`` layer (rank one) that the posteriors'
 ``information_gain`` take (``docs/vime.md``).
+
+Bayes by Backprop's gain is by default VIME's released estimator: its gradients go through
+the local reparameterisation trick (:meth:`BayesianDynamics.local_example_statistics`),
+each layer's pre-activation s = m + √v ⊙ ε sampled with m = W_μ a + b_μ,
+v = σ_W² a² + σ_b², one ε per unit, transition and sample. The same single backward pass
+gives ∂f/∂m and ∂f/∂v of every transition and sample, and the per-example gradients are
+again outer products: ∇W_μ f = ∂f/∂m aᵀ, ∇σ_W f = 2 σ_W ⊙ (∂f/∂v (a²)ᵀ).
 """
 
 from __future__ import annotations
@@ -24,11 +31,21 @@ import math
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 import param_explore
 
 from .config import VimeConfig, make_posterior_optimizer
+
+
+class LocalStatistics(NamedTuple):
+    """What every example b contributes under every local sample k, per layer."""
+
+    inputs: list[Tensor]  # a: (B, K, in_features)
+    mean_grads: list[Tensor]  # ∂f_b/∂m, the pre-activation's mean: (B, K, out_features)
+    variance_grads: list[Tensor]  # ∂f_b/∂v, the pre-activation's variance: (B, K, out_features)
+    nll: Tensor  # f_b at the sample: (B, K)
 
 
 class ExampleStatistics(NamedTuple):
@@ -137,19 +154,115 @@ class BayesianDynamics:
             grads.append(ds)
         return grads
 
-    def information_noise(self) -> list[Tensor]:
-        """The weight noise of one information-gain call: K = ``num_samples`` draws for
-        Bayes by Backprop (VIME's Monte Carlo estimate of its gradient), none (ε = 0, the
-        step at the posterior mean) for the noisy posteriors (docs/decisions.md#vime)."""
+    @property
+    def noise_per_unit(self) -> bool:
+        """Whether the information gain samples pre-activations, noise per unit and
+        transition (Bayes by Backprop with ``bbb_gain_noise: unit``, as released)."""
+        return (
+            isinstance(self.optimizer, param_explore.BayesByBackprop)
+            and self.config.bbb_gain_noise == "unit"
+        )
+
+    def draw_unit_noise(self, examples: int, samples: int) -> list[Tensor]:
+        """ε of every unit for ``examples`` transitions and ``samples`` local samples, one
+        tensor per layer (examples, samples, out_features)."""
+        shapes = [(examples, samples, layer.out_features) for layer in self.linears]
+        weight = self.linears[0].weight
+        return [
+            torch.randn(shape, generator=self.generator, dtype=weight.dtype, device=weight.device)
+            for shape in shapes
+        ]
+
+    def information_noise(self, examples: int = 1) -> list[Tensor]:
+        """The noise of one information-gain call of ``examples`` transitions: K =
+        ``num_samples`` draws for Bayes by Backprop (VIME's Monte Carlo estimate of its
+        gradient) — per unit and transition (:meth:`draw_unit_noise`) or per weight, shared
+        by the transitions (:meth:`draw_noise`) — and none (ε = 0, the step at the posterior
+        mean) for the noisy posteriors (docs/decisions.md#vime)."""
+        if self.noise_per_unit:
+            return self.draw_unit_noise(examples, self.config.num_samples)
         if isinstance(self.optimizer, param_explore.BayesByBackprop):
             return self.draw_noise(self.config.num_samples)
         return [torch.zeros((1, *p.shape), dtype=p.dtype, device=p.device) for p in self.parameters]
 
+    def noise_rows(self, noises: list[Tensor], rows: slice) -> list[Tensor]:
+        """The part of a call's noise that belongs to the transitions ``rows``: their own
+        rows of noise per unit; all of a shared weight noise."""
+        return [e[rows] for e in noises] if self.noise_per_unit else noises
+
+    @torch.no_grad()
+    def local_example_statistics(
+        self, inputs: Tensor, targets: Tensor, noises: list[Tensor]
+    ) -> LocalStatistics:
+        """Every example's layer inputs, gradients w.r.t. each layer's pre-activation mean m
+        and variance v, and loss, at the local samples of ``noises`` (:meth:`draw_unit_noise`).
+
+        VIME's released forward pass (``bnn.py`` l.138-161): s = m + √v ⊙ ε with
+        m = a W_μᵀ + b_μ and v = a² (σ_W²)ᵀ + σ_b², the posterior's current means and σ;
+        batched over examples b and samples k, and since f_b at sample k depends only on
+        its own (b, k) row, one backward pass of the summed loss gives every ∂f_b/∂m and
+        ∂f_b/∂v (through the later layers' m and v, as in the released gradient).
+        """
+        stds = dict(zip(self.parameters, self.optimizer.sampling_std()))
+        hidden = inputs[:, None, :].expand(-1, noises[0].shape[1], -1)  # (B, K, in)
+        layer_inputs, means, variances = [], [], []
+        with torch.enable_grad():
+            for i, (layer, eps) in enumerate(zip(self.linears, noises)):
+                layer_inputs.append(hidden)
+                mean = F.linear(hidden, layer.weight.detach(), layer.bias.detach())
+                variance = F.linear(
+                    hidden.square(), stds[layer.weight].square(), stds[layer.bias].square()
+                )
+                for node in (mean, variance):
+                    if not node.requires_grad:  # the first layer: its input is data
+                        node.requires_grad_(True)
+                means.append(mean)
+                variances.append(variance)
+                output = mean + variance.sqrt() * eps
+                hidden = torch.relu(output) if i < len(self.linears) - 1 else output
+            nll = gaussian_nll(hidden, targets[:, None, :], self.config.likelihood_std)  # (B, K)
+            grads = torch.autograd.grad(nll.sum(), means + variances)
+        layers = len(self.linears)
+        return LocalStatistics(
+            [a.detach() for a in layer_inputs], list(grads[:layers]), list(grads[layers:]),
+            nll.detach(),
+        )  # fmt: skip
+
+    @torch.no_grad()
+    def local_gradients(self, stats: LocalStatistics) -> tuple[list[Tensor], list[Tensor]]:
+        """Each example's K-sample estimates of ∇μ and ∇σ of every parameter, (B, *p.shape),
+        in ``parameters`` order: with m = a W_μᵀ + b_μ and v = a² (σ_W²)ᵀ + σ_b²,
+
+            ∇W_μ = mean_k ∂f/∂m aᵀ,   ∇b_μ = mean_k ∂f/∂m,
+            ∇σ_W = 2 σ_W ⊙ mean_k ∂f/∂v (a²)ᵀ,   ∇σ_b = 2 σ_b ⊙ mean_k ∂f/∂v
+
+        (the released gradient of ``loss_last_sample``, bnn.py l.374-391: the mean over the
+        samples; its KL term has no gradient where it is taken, bar a 1e-8 guard, l.181)."""
+        stds = dict(zip(self.parameters, self.optimizer.sampling_std()))
+        mean_grads, std_grads = {}, {}
+        for layer, a, dm, dv in zip(
+            self.linears, stats.inputs, stats.mean_grads, stats.variance_grads
+        ):
+            samples = a.shape[1]
+            mean_grads[layer.weight] = dm.transpose(1, 2).bmm(a).div_(samples)
+            mean_grads[layer.bias] = dm.mean(dim=1)
+            outer = dv.transpose(1, 2).bmm(a.square()).div_(samples)
+            std_grads[layer.weight] = outer.mul_(stds[layer.weight]).mul_(2.0)
+            std_grads[layer.bias] = dv.mean(dim=1).mul_(stds[layer.bias]).mul_(2.0)
+        return [mean_grads[p] for p in self.parameters], [std_grads[p] for p in self.parameters]
+
     @torch.no_grad()
     def information_gain(self, inputs: Tensor, targets: Tensor, noises: list[Tensor]) -> Tensor:
-        """KL(q_after ‖ q) of one update on each transition (float64, (B,)), at the weight
-        samples of ``noises`` (:meth:`information_noise`); the posterior is not changed."""
+        """KL(q_after ‖ q) of one update on each transition (float64, (B,)), at the samples
+        of ``noises`` (:meth:`information_noise`, :meth:`noise_rows` of these transitions);
+        the posterior is not changed."""
         opt = self.optimizer
+        if self.noise_per_unit:
+            stats = self.local_example_statistics(inputs, targets, noises)
+            mean_grads, std_grads = self.local_gradients(stats)
+            return opt.information_gain_from_gradients(
+                mean_grads, std_grads, self.config.second_order_step
+            )
         thetas = opt.posterior_sample(noises)
         stats = self.example_statistics(thetas, inputs, targets)
         if isinstance(opt, param_explore.NoisyKFAC):

@@ -5,7 +5,10 @@
   VIME after each batch of paths (``algos/batch_polopt_expl.py`` l.298-360): at the end of
   every rollout the callback scores all its transitions with the model as it was, adds
   η · normalised information gain to the rollout buffer's rewards and recomputes returns
-  and advantages, then puts the transitions in the pool and fits the model.
+  and advantages, then puts the transitions in the pool and fits the model. The model
+  gets the policy's raw action sample (SB3's ``actions``, what the rollout buffer stores),
+  not the action clipped to the bounds for the environment: rllab stores the raw sample
+  (``sampler/utils.py`` l.19-23) and clips inside ``NormalizedEnv.step`` (l.78-83).
 * **Off-policy** algorithms (DDPG, TD3, SAC): ``replay_buffer_class=VimeReplayBuffer``
   (settings in ``replay_buffer_kwargs=dict(vime={...})``). Every stored transition enters
   the pool, the model is fitted every ``fit_every`` steps, and every sampled minibatch is
@@ -141,7 +144,7 @@ class VimeCallback(BaseCallback):
                 if done and terminal is not None:
                     next_obs[i] = terminal  # the VecEnv has reset: the real s′
             obs = np.array(self.model._last_obs, dtype=np.float32, copy=True)
-            actions = np.asarray(self.locals["clipped_actions"], dtype=np.float32)
+            actions = np.array(self.locals["actions"], dtype=np.float32, copy=True)  # raw
             self._transitions.append((obs, actions.reshape(len(obs), -1), next_obs))
         elif any(self.locals["dones"]):
             self._record()  # off-policy: SB3 writes its logs after episode ends

@@ -160,17 +160,19 @@ class VimeBonus:
     ) -> Tensor:
         """KL(q after one update on the transition ‖ q now) of every transition (float64,
         clipped to [0, ``max_information_gain``]; 0 where not finite, counted), in chunks of
-        :data:`CHUNK`; all share the weight samples drawn for this call (none for the noisy
-        posteriors)."""
+        :data:`CHUNK`. The noise is drawn once per call: bbb's noise per unit (as released)
+        is every transition's own, its noise per weight is shared by the call's transitions,
+        the noisy posteriors have none."""
         obs, actions, next_obs = (_rows(x, self.device) for x in (obs, actions, next_obs))
         inputs, targets = self._normalised(obs, actions, next_obs)
-        noises = self.dynamics.information_noise()
+        noises = self.dynamics.information_noise(len(inputs))
+        chunks = [slice(i, i + CHUNK) for i in range(0, len(inputs), CHUNK)]
         gains = torch.cat(
             [
                 self.dynamics.information_gain(
-                    inputs[i : i + CHUNK], targets[i : i + CHUNK], noises
+                    inputs[rows], targets[rows], self.dynamics.noise_rows(noises, rows)
                 )
-                for i in range(0, len(inputs), CHUNK)
+                for rows in chunks
             ]
         )
         finite = torch.isfinite(gains)
