@@ -21,7 +21,7 @@ from .common.errors import ConfigError, os_error_message
 from .common.strategies import available_strategies
 from .curiosity.registry import BONUSES
 from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
-from .runs.agent_factory import make_task_env
+from .runs.agent_factory import learner_module, make_task_env
 from .runs.grid import RunOutcome, run_grid, threads_per_worker
 from .runs.stopping import RunInterrupted, interrupt_on_signals
 from .runs.train import train
@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
         "as --set bonus.posterior=noisy-kfac etc., docs/vime.md); default none",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="resolve and check the settings and make each env once, print the run "
+        "directories, and train nothing",
+    )
     grid = parser.add_argument_group("grids (several strategies or seeds)")
     grid.add_argument("--workers", type=int, help="runs in parallel (default 1)")
     grid.add_argument("--backend", choices=["local", "ray"], help="default local")
@@ -150,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
             for seed in _seeds(args.seed, args.seeds)
             for opt in _strategies(args.opt)
         ]
+        if args.check:
+            _check_envs(configs)
+            for config in configs:
+                learner_module(config)
+            for config in configs:
+                print(f"{config.run_dir()}: settings checked, nothing trained")
+            return 0
         if len(configs) == 1 and args.workers is None and args.backend is None:
             run_dir = train(configs[0], resume=args.resume, progress=not args.no_progress)
             print(f"run directory: {run_dir}")

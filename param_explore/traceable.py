@@ -1,6 +1,6 @@
 """Optimizer steps written out for tracing into one compiled training graph.
 
-Why this exists: the native agent's compiled update (``DDPGConfig.compile``) traces a
+Why this exists: the native agent's compiled update (``DDPGSettings.compile``) traces a
 whole DDPG update — forward and backward passes, both optimizer steps, the target
 update — into one graph that TorchInductor compiles, which removes the per-op overhead
 that dominates an eager update of small networks. A traced graph sees only the tensors

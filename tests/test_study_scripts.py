@@ -1,8 +1,8 @@
-"""Each study's one documented command (``docs/<study>/reproduce.sh``) runs end to end.
+"""Each study's one documented command (``studies/<study>/reproduce.sh``) runs end to end.
 
 A study takes hours, and its script is what a user runs to redo it, extend it or regenerate
 its report from the committed CSVs. These tests run the scripts as the docs say, in a copy
-of ``docs/`` and ``configs/`` (the committed runs stay untouched), with budgets of a few
+of ``studies/`` and ``configs/`` (the committed runs stay untouched), with budgets of a few
 thousand steps on one task and one seed, and check the runs and the reports they write.
 """
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 def copy_of_the_studies(tmp_path: Path, keep_runs: bool) -> Path:
     root = tmp_path / "repo"
     ignore = None if keep_runs else shutil.ignore_patterns("runs")
-    shutil.copytree(REPO / "docs", root / "docs", ignore=ignore)
+    shutil.copytree(REPO / "studies", root / "studies", ignore=ignore)
     shutil.copytree(REPO / "configs", root / "configs")
     return root
 
@@ -33,7 +33,7 @@ def run_script(
     root: Path, study: str, expected_status: int = 0, **settings: str
 ) -> subprocess.CompletedProcess:
     result = subprocess.run(
-        ["bash", str(root / "docs" / study / "reproduce.sh")],
+        ["bash", str(root / "studies" / study / "reproduce.sh")],
         capture_output=True, text=True, timeout=1800,
         env={**os.environ, **settings},
     )  # fmt: skip
@@ -51,11 +51,11 @@ def test_sparse_then_vime_study_on_one_task(tmp_path):
     task = "SparseMountainCar-v0"
     tiny = {"TASKS": task, "SEEDS": "1", "WORKERS": "1"}
     run_script(root, "sparse", STEPS="2000", **tiny)
-    runs = root / "docs" / "sparse" / "runs" / task
+    runs = root / "studies" / "sparse" / "runs" / task
     sparse = {"adam-plain", "gaussian-action", "ou-action", "param-noise", "vadam", "noisy-adam"}
     assert {d.name for d in runs.iterdir() if (d / "seed0" / "eval.csv").exists()} == sparse
-    assert methods_in(root / "docs" / "sparse" / "success.csv") == sparse
-    assert "## Success rate" in (root / "docs" / "sparse" / "comparison.md").read_text()
+    assert methods_in(root / "studies" / "sparse" / "success.csv") == sparse
+    assert "## Success rate" in (root / "studies" / "sparse" / "comparison.md").read_text()
 
     # The VIME study adds its methods to the same run tree and reports per learner; the DDPG
     # strategies without the bonus are the sparse study's runs above, not run again.
@@ -65,8 +65,8 @@ def test_sparse_then_vime_study_on_one_task(tmp_path):
     trpo = {"trpo-sb3", "trpo+vime-bbb-sb3", "trpo+vime-noisy-kfac-sb3"}
     ddpg = {"adam-plain", "param-noise", "vadam"}
     ddpg |= {f"{s}+vime-noisy-kfac" for s in ddpg}
-    assert methods_in(root / "docs" / "vime" / "trpo" / "success.csv") == trpo
-    assert methods_in(root / "docs" / "vime" / "ddpg" / "success.csv") == ddpg
+    assert methods_in(root / "studies" / "vime" / "trpo" / "success.csv") == trpo
+    assert methods_in(root / "studies" / "vime" / "ddpg" / "success.csv") == ddpg
     for method in trpo | ddpg:
         with open(runs / method / "seed0" / "eval.csv", newline="") as f:
             rows = list(csv.DictReader(f))
@@ -85,23 +85,22 @@ def test_an_unknown_vime_part_is_refused_before_any_training(tmp_path):
         root, "vime", expected_status=2, PARTS="trpo ddgp", TASKS="SparseMountainCar-v0"
     )
     assert result.stderr.strip() == "unknown part ddgp (trpo, ddpg)"
-    assert not (root / "docs" / "sparse" / "runs").exists()
+    assert not (root / "studies" / "sparse" / "runs").exists()
 
 
 def test_committed_reports_regenerate_from_the_committed_runs(tmp_path):
     root = copy_of_the_studies(tmp_path, keep_runs=True)
-    docs = root / "docs"
-    # Reports whose runs are complete: the committed report is what the command gives (the
-    # bootstrap is seeded), so the report in docs/ is the one its data produce.
-    complete = [
-        docs / "reproduction" / "sigma-ablation" / "comparison.md",
-        docs / "vime" / "trpo" / "comparison.md",
-        docs / "vime" / "ddpg" / "comparison.md",
-        docs / "sparse" / "comparison.md",
-        docs / "sparse" / "success.csv",
-        # Computed from the runs' committed explore.csv, not their events.
-        docs / "sparse" / "coverage.csv",
-    ]
+    studies = root / "studies"
+    # Every study's report (its tables; figures are images whose bytes carry the plotting
+    # library's version): the committed report is what the command gives (the bootstrap is
+    # seeded), so the report beside the runs is the one its data produce. coverage.csv is
+    # computed from the runs' committed explore.csv, not their events.
+    complete = sorted(
+        path
+        for pattern in ("*.md", "*.csv")
+        for path in studies.rglob(pattern)
+        if "runs" not in path.relative_to(studies).parts and path.name != "README.md"
+    )
     committed = {path: path.read_text() for path in complete}
     for path in complete:
         path.unlink(missing_ok=True)

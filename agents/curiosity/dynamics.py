@@ -85,11 +85,24 @@ class BayesianDynamics:
                 layers.append(nn.ReLU())
         self.network = nn.Sequential(*layers)
         self.linears = [m for m in self.network if isinstance(m, nn.Linear)]
+        #: Each ``Linear`` layer's weight and bias, by name (the network's and the
+        #: posterior optimizer's names).
+        self.layer_names = [
+            (f"{index}.weight", f"{index}.bias")
+            for index, module in enumerate(self.network)
+            if isinstance(module, nn.Linear)
+        ]
         self.optimizer = make_posterior_optimizer(config, self.network)
 
     @property
     def parameters(self) -> list[Tensor]:
-        return list(self.network.parameters())
+        """The network's parameters in the posterior optimizer's order (every list of
+        per-parameter tensors here is in that order, its names :attr:`names`)."""
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    @property
+    def names(self) -> list[str]:
+        return self.optimizer.param_names()
 
     # ------------------------------------------------------------------ training
     def train_step(self, inputs: Tensor, targets: Tensor) -> Tensor:
@@ -127,11 +140,12 @@ class BayesianDynamics:
         ``thetas``: K weight samples, (K, *p.shape) per parameter in ``parameters`` order;
         ``inputs`` (B, in_dim) and ``targets`` (B, out_dim), normalised.
         """
+        named = dict(zip(self.names, thetas, strict=True))
         hidden = inputs.expand(thetas[0].shape[0], *inputs.shape)  # (K, B, in)
         layer_inputs, outputs = [], []
         with torch.enable_grad():
-            for i in range(len(self.linears)):
-                weight, bias = thetas[2 * i], thetas[2 * i + 1]
+            for i, (weight_name, bias_name) in enumerate(self.layer_names):
+                weight, bias = named[weight_name], named[bias_name]
                 layer_inputs.append(hidden)
                 output = torch.baddbmm(bias[:, None, :], hidden, weight.transpose(1, 2))
                 output.requires_grad_(True)
@@ -145,14 +159,13 @@ class BayesianDynamics:
             nll.detach().transpose(0, 1),
         )
 
-    @staticmethod
-    def dense_gradients(stats: ExampleStatistics) -> list[Tensor]:
+    def dense_gradients(self, stats: ExampleStatistics) -> list[Tensor]:
         """∇θ f_b(θ_k) of every parameter: Ds aᵀ for weights, Ds for biases, (B, K, …)."""
-        grads = []
-        for a, ds in zip(stats.inputs, stats.output_grads):
-            grads.append(ds[..., :, None] * a[..., None, :])
-            grads.append(ds)
-        return grads
+        grads = {}
+        for (weight, bias), a, ds in zip(self.layer_names, stats.inputs, stats.output_grads):
+            grads[weight] = ds[..., :, None] * a[..., None, :]
+            grads[bias] = ds
+        return [grads[name] for name in self.names]
 
     @property
     def noise_per_unit(self) -> bool:
@@ -203,15 +216,16 @@ class BayesianDynamics:
         its own (b, k) row, one backward pass of the summed loss gives every ∂f_b/∂m and
         ∂f_b/∂v (through the later layers' m and v, as in the released gradient).
         """
-        stds = dict(zip(self.parameters, self.optimizer.sampling_std()))
+        stds = dict(zip(self.names, self.optimizer.sampling_std(), strict=True))
         hidden = inputs[:, None, :].expand(-1, noises[0].shape[1], -1)  # (B, K, in)
         layer_inputs, means, variances = [], [], []
         with torch.enable_grad():
-            for i, (layer, eps) in enumerate(zip(self.linears, noises)):
+            layers = zip(self.linears, self.layer_names, noises, strict=True)
+            for i, (layer, (weight_name, bias_name), eps) in enumerate(layers):
                 layer_inputs.append(hidden)
                 mean = F.linear(hidden, layer.weight.detach(), layer.bias.detach())
                 variance = F.linear(
-                    hidden.square(), stds[layer.weight].square(), stds[layer.bias].square()
+                    hidden.square(), stds[weight_name].square(), stds[bias_name].square()
                 )
                 for node in (mean, variance):
                     if not node.requires_grad:  # the first layer: its input is data
@@ -238,18 +252,18 @@ class BayesianDynamics:
 
         (the released gradient of ``loss_last_sample``, bnn.py l.374-391: the mean over the
         samples; its KL term has no gradient where it is taken, bar a 1e-8 guard, l.181)."""
-        stds = dict(zip(self.parameters, self.optimizer.sampling_std()))
+        stds = dict(zip(self.names, self.optimizer.sampling_std(), strict=True))
         mean_grads, std_grads = {}, {}
-        for layer, a, dm, dv in zip(
-            self.linears, stats.inputs, stats.mean_grads, stats.variance_grads
+        for (weight, bias), a, dm, dv in zip(
+            self.layer_names, stats.inputs, stats.mean_grads, stats.variance_grads
         ):
             samples = a.shape[1]
-            mean_grads[layer.weight] = dm.transpose(1, 2).bmm(a).div_(samples)
-            mean_grads[layer.bias] = dm.mean(dim=1)
+            mean_grads[weight] = dm.transpose(1, 2).bmm(a).div_(samples)
+            mean_grads[bias] = dm.mean(dim=1)
             outer = dv.transpose(1, 2).bmm(a.square()).div_(samples)
-            std_grads[layer.weight] = outer.mul_(stds[layer.weight]).mul_(2.0)
-            std_grads[layer.bias] = dv.mean(dim=1).mul_(stds[layer.bias]).mul_(2.0)
-        return [mean_grads[p] for p in self.parameters], [std_grads[p] for p in self.parameters]
+            std_grads[weight] = outer.mul_(stds[weight]).mul_(2.0)
+            std_grads[bias] = dv.mean(dim=1).mul_(stds[bias]).mul_(2.0)
+        return [mean_grads[n] for n in self.names], [std_grads[n] for n in self.names]
 
     @torch.no_grad()
     def information_gain(self, inputs: Tensor, targets: Tensor, noises: list[Tensor]) -> Tensor:

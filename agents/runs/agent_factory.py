@@ -49,7 +49,7 @@ def make_agent(settings: RunSettings, env: gym.Env | None = None) -> RunnableAge
             "with --set max_episode_steps=N"
         )
     if settings.algo == "trpo":
-        trpo_agent = _optional("agents.sb3.trpo_agent", "--algo trpo")
+        trpo_agent = learner_module(settings)
         from ..curiosity.sb3 import VimeCallback
 
         bonus = make_run_bonus(settings, env)
@@ -79,6 +79,14 @@ def make_run_bonus(settings: RunSettings, env: gym.Env) -> RewardBonus | None:
         seed=settings.seed + BONUS_SEED_OFFSET,
         device=resolve_device(settings.device),
     )
+
+
+def learner_module(settings: RunSettings) -> ModuleType | None:
+    """The module of an optional learner the settings ask for (None for the native DDPG and
+    SB3's DDPG, which need nothing optional); a missing extra is one line naming it."""
+    if settings.algo == "trpo":
+        return _optional("agents.sb3.trpo_agent", "--algo trpo")
+    return None
 
 
 def _optional(module: str, what: str) -> ModuleType:

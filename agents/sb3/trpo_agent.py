@@ -117,7 +117,7 @@ class _RolloutBridge(BaseCallback):
 
 
 class SB3TRPOAgent(adapter.SB3RunAgent):
-    """An sb3-contrib TRPO model configured by a run's ``TrainConfig``."""
+    """An sb3-contrib TRPO model configured by a run's settings."""
 
     checkpoint_name = "latest.pt"
     #: A failing run keeps its last checkpoint rather than save a state inside a rollout.

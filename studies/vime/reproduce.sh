@@ -2,21 +2,21 @@
 # The VIME study (docs/vime.md): curiosity from a Bayesian dynamics model on the sparse tasks,
 # with both policy learners of the anchors, and its report.
 #
-#   bash docs/vime/reproduce.sh                    # every grid, then the report
-#   REPORT_ONLY=1 bash docs/vime/reproduce.sh      # the report from the committed CSVs
+#   bash studies/vime/reproduce.sh                    # every grid, then the report
+#   REPORT_ONLY=1 bash studies/vime/reproduce.sh      # the report from the committed CSVs
 #                                                  # (no training)
-#   TASKS="SparseMountainCar-v0" bash docs/vime/reproduce.sh   # one task
-#   PARTS=trpo bash docs/vime/reproduce.sh         # only the TRPO grids and report (or
+#   TASKS="SparseMountainCar-v0" bash studies/vime/reproduce.sh   # one task
+#   PARTS=trpo bash studies/vime/reproduce.sh         # only the TRPO grids and report (or
 #                                                  # PARTS=ddpg)
 #
 # - TRPO (sb3-contrib, VIME's and Zhang et al.'s learner; configs/trpo.yaml): alone, with VIME
 #   as released (bbb) and with VIME on noisy K-FAC's matrix-variate posterior (noisy-kfac).
 # - DDPG (the native agent, configs/sparse-study.yaml as in the sparse study): adam-plain,
 #   param-noise and vadam with VIME (noisy-kfac). The same strategies without the bonus are
-#   the sparse study's runs (docs/sparse/reproduce.sh): same settings, same seeds, so they
+#   the sparse study's runs (studies/sparse/reproduce.sh): same settings, same seeds, so they
 #   are not run twice.
 #
-# Every run writes into the sparse study's tree, docs/sparse/runs/<task>/<method>/seed<k>/
+# Every run writes into the sparse study's tree, studies/sparse/runs/<task>/<method>/seed<k>/
 # (methods trpo-sb3, trpo+vime-bbb-sb3, trpo+vime-noisy-kfac-sb3, <strategy>+vime-noisy-kfac),
 # beside the strategies without the bonus, so TensorBoard shows them together. Resumable as
 # the other studies: a run continues from its checkpoint, a finished run is skipped.

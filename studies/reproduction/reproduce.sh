@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The reproduction study of Khan et al. 2018 (Appendix K) on HalfCheetah-v4, and its report.
 #
-#   bash docs/reproduction/reproduce.sh            # everything: both grids, figure, tables
-#   STEPS=300000 bash docs/reproduction/reproduce.sh   # extend the runs (needs their checkpoints)
-#   REPORT_ONLY=1 bash docs/reproduction/reproduce.sh  # figures, tables and interval estimates
+#   bash studies/reproduction/reproduce.sh            # everything: both grids, figure, tables
+#   STEPS=300000 bash studies/reproduction/reproduce.sh   # extend the runs (needs their checkpoints)
+#   REPORT_ONLY=1 bash studies/reproduction/reproduce.sh  # figures, tables and interval estimates
 #                                                      # from the committed CSVs (no training)
 #
 # Resumable: every run of a grid continues from its checkpoint, and a run whose eval.csv
 # already reaches the last evaluation is skipped, so re-running completes an interrupted
 # study and, in a fresh clone, redoes nothing that is committed. Runs write into
-# docs/reproduction/runs/; only their eval.csv and config.yaml are committed (.gitignore).
+# studies/reproduction/runs/; only their eval.csv and config.yaml are committed (.gitignore).
 set -euo pipefail
 cd "$(dirname "$0")"
 

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# The sparse-reward study (docs/sparse.md): six DDPG strategies x 5 seeds x five tasks, with
+# The sparse-reward study (studies/sparse/README.md): six DDPG strategies x 5 seeds x five tasks, with
 # Plappert et al. 2018's settings for these tasks (configs/sparse-study.yaml: 64-64 networks),
 # and its report.
 #
-#   bash docs/sparse/reproduce.sh                  # every grid, then the report
-#   STEPS=200000 bash docs/sparse/reproduce.sh     # extend the runs (needs their checkpoints)
-#   REPORT_ONLY=1 bash docs/sparse/reproduce.sh    # the report from the committed CSVs
+#   bash studies/sparse/reproduce.sh                  # every grid, then the report
+#   STEPS=200000 bash studies/sparse/reproduce.sh     # extend the runs (needs their checkpoints)
+#   REPORT_ONLY=1 bash studies/sparse/reproduce.sh    # the report from the committed CSVs
 #                                                  # (no training)
-#   TASKS="SparseMountainCar-v0" bash docs/sparse/reproduce.sh   # one task's grid (and report)
+#   TASKS="SparseMountainCar-v0" bash studies/sparse/reproduce.sh   # one task's grid (and report)
 #
 # Resumable: every run of a grid continues from its checkpoint, and a run whose eval.csv
 # already reaches the last evaluation is skipped, so re-running completes an interrupted
 # study and, in a fresh clone, redoes nothing that is committed. Runs write into
-# docs/sparse/runs/<task>/<strategy>/seed<k>/; only their eval.csv and config.yaml are
+# studies/sparse/runs/<task>/<strategy>/seed<k>/; only their eval.csv and config.yaml are
 # committed (.gitignore).
 set -euo pipefail
 cd "$(dirname "$0")"

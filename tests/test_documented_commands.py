@@ -1,0 +1,121 @@
+"""Every command README and the docs give works as written.
+
+A command is a line of a ```bash block in README.md, docs/*.md or a study's README (inline
+code is prose). Each one is run here as written, or named in :data:`NOT_RUN` with the reason
+(it trains for longer than a test may, installs, or serves); a command that is neither fails
+the collection test, so a new one has to be considered. Every ``train_agent`` command,
+whether run or not, is checked in the default suite with ``--check``: its flags parse, its
+settings resolve and its envs are made, so a renamed flag, setting or strategy is caught.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import train_agent_process
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+        *sorted((REPO / "studies").glob("*/README.md"))]  # fmt: skip
+
+#: Commands not run by this module, and why (each must still appear in the docs).
+NOT_RUN = {
+    "pip install torch==2.13.0 && pip install .": "installs: CI installs so, into a fresh venv",
+    "pip install -e '.[test,ray]' && python -m pytest -q -m \"not slow\"": "the suite itself (CI)",
+    "MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 python -m "
+    'pytest -q -m "trains and not slow or kernels"': "CI's second pass (.ci/run)",
+    "tensorboard --logdir runs/HalfCheetah-v4": "serves until stopped",
+    "train_agent --env SparseMountainCar-v0 --opt vadam --bonus vime "
+    "--set bonus.posterior=noisy-kfac": "trains 3 M steps (checked with --check)",
+    "train_agent --env SparseMountainCar-v0 --engine sb3 --algo trpo --bonus vime": (
+        "trains 3 M steps (checked with --check)"
+    ),
+    "train_agent --env HalfCheetah-v4 --opt vadam,adam-plain --seeds 3 --steps 50000 "
+    "--workers 2": "a grid of six 50 k-step runs, ~25 minutes (checked with --check)",
+    "compare_runs runs/HalfCheetah-v4 runs/Hopper-v4": "needs grids of runs of two tasks",
+    "compare_runs a/HalfCheetah-v4 b/HalfCheetah-v4 --labels a,b": "needs two grids of runs",
+    "python -m rl_zoo3.train --algo ddpg --env HalfCheetah-v4 -conf hyperparams/ddpg.yml "
+    "--gym-packages agents.sb3.policy": "trains SB3's DDPG for rl-zoo3's budget (1 M steps)",
+    "bash studies/reproduction/reproduce.sh": "the study: ~28 core-hours",
+    "STEPS=300000 bash studies/reproduction/reproduce.sh": "extends the study's runs",
+    "bash studies/sparse/reproduce.sh": "the study: ~10 core-hours",
+    "STEPS=200000 bash studies/sparse/reproduce.sh": "extends the study's runs",
+    "TASKS=SparseMountainCar-v0 bash studies/sparse/reproduce.sh": "one task's grid: ~2 hours",
+    "bash studies/vime/reproduce.sh": "the study: ~4 core-hours",
+    "TASKS=SparseMountainCar-v0 PARTS=trpo bash studies/vime/reproduce.sh": "~40 minutes",
+    "REPORT_ONLY=1 bash studies/reproduction/reproduce.sh": "tests/test_study_scripts.py runs it",
+    "REPORT_ONLY=1 bash studies/sparse/reproduce.sh": "tests/test_study_scripts.py runs it",
+    "REPORT_ONLY=1 bash studies/vime/reproduce.sh": "tests/test_study_scripts.py runs it",
+}
+
+#: Commands run here, as written, in order, in one empty directory (the later ones read the
+#: runs the earlier ones wrote).
+RUN_IN_ORDER = [
+    "train_agent --env HalfCheetah-v4 --opt vadam --steps 20000",
+    "compare_runs runs/HalfCheetah-v4 --at 20000,50000 --reference khan2018",
+    "compare_runs runs/HalfCheetah-v4 --at 20000,50000",
+    "compare_runs runs/HalfCheetah-v4 --reference khan2018",
+]
+
+
+def documented_commands() -> dict[str, list[str]]:
+    """Every command of a bash block, joined over ``\\`` continuations, without comments,
+    with the files it appears in."""
+    found: dict[str, list[str]] = {}
+    for path in DOCS:
+        text = path.read_text()
+        for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+            command = ""
+            for line in block.splitlines():
+                command = f"{command} {line.strip()}" if command else line.strip()
+                if command.endswith("\\"):
+                    command = command[:-1].rstrip()
+                    continue
+                command = re.sub(r"\s+#\s.*$", "", command).strip()
+                if command and not command.startswith("#"):
+                    found.setdefault(command, []).append(str(path.relative_to(REPO)))
+                command = ""
+    return found
+
+
+def test_every_documented_command_is_run_or_said_to_be_too_long():
+    documented = documented_commands()
+    unconsidered = sorted(set(documented) - set(NOT_RUN) - set(RUN_IN_ORDER))
+    assert not unconsidered, f"commands neither run nor listed in NOT_RUN: {unconsidered}"
+    gone = sorted(set(NOT_RUN) | set(RUN_IN_ORDER)) - documented.keys()
+    assert not gone, f"listed here but no longer documented: {sorted(gone)}"
+
+
+TRAIN_AGENT = sorted(c for c in documented_commands() if c.startswith("train_agent "))
+
+
+@pytest.mark.parametrize("command", TRAIN_AGENT)
+def test_every_documented_train_agent_command_resolves(command, tmp_path, train_agent):
+    result = train_agent(*shlex.split(command)[1:], "--check", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "settings checked, nothing trained" in result.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_the_documented_quick_start_runs_as_written(tmp_path):
+    """README's run, then the manual's comparisons of what it wrote (~2 minutes)."""
+    for command in RUN_IN_ORDER:
+        program, *args = shlex.split(command)
+        if program == "train_agent":
+            result = train_agent_process(*args, cwd=tmp_path)
+        else:
+            exe = Path(sys.executable).with_name(program)
+            result = subprocess.run(
+                [str(exe), *args], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                env=os.environ.copy(),
+            )  # fmt: skip
+        assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-2000:])
+    assert (tmp_path / "runs" / "HalfCheetah-v4" / "comparison.png").exists()
