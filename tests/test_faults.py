@@ -532,6 +532,28 @@ def test_2_a_run_directory_has_one_writer(tmp_path, finished_runs, train_agent):
     assert snapshot(run_dir) == before
 
 
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+def test_a_planted_lock_link_is_refused_and_nothing_is_written_through_it(
+    tmp_path, finished_runs, train_agent, link
+):
+    """A shared or cloned runs directory can carry a ``.lock`` that is a link to a file
+    elsewhere; taking the lock must never write the holder's PID into that file."""
+    run_dir = copy_run(finished_runs, "vadam", tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    lock = run_dir / LOCK_FILE
+    if link == "symbolic":
+        lock.symlink_to(victim)
+    else:
+        os.link(victim, lock)
+    before = snapshot(run_dir)
+    line = error_line(train_agent(*RESUME, cwd=tmp_path))
+    assert f"{lock.relative_to(tmp_path)} is a {link} link" in line, line
+    assert "not a lock file" in line and "remove it" in line
+    assert victim.read_text() == "precious\n"
+    assert snapshot(run_dir) == before and lock.exists()  # the lock is left to its owner
+
+
 # --------------------------------------------------------------------------- 3-5 resume checks
 def test_3_resume_keeps_the_settings_the_checkpoint_was_trained_with(
     tmp_path, finished_runs, train_agent
