@@ -83,6 +83,26 @@ def test_a_damaged_config_yaml_is_named_in_one_line(tmp_path, capsys):
     assert str(env_dir / "vadam" / "seed0" / "config.yaml") in line
 
 
+@pytest.mark.parametrize("kind", ["deep", "endless", "laughs"])
+def test_a_config_yaml_beyond_any_config_is_refused_in_one_line(tmp_path, capsys, kind):
+    """A shared runs directory's config.yaml is read within the bounds of a --config file
+    (agents.runs.bounded_yaml): never read forever, never a RecursionError."""
+    env_dir = tmp_path / "Pendulum-v1"
+    two_seeds(env_dir, "vadam", env="Pendulum-v1")
+    path = env_dir / "vadam" / "seed1" / "config.yaml"
+    path.unlink()
+    if kind == "endless":
+        path.symlink_to("/dev/zero")
+    elif kind == "deep":
+        path.write_text("env: Pendulum-v1\nseed: " + "[" * 5000 + "]" * 5000 + "\n")
+    else:
+        levels = [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)]
+        path.write_text("env: Pendulum-v1\nl0: &l0 [lol, lol]\n" + "\n".join(levels) + "\n")
+    line = error_line(capsys, [str(env_dir), "--out", str(tmp_path / "report"), *REPS])
+    assert f"cannot parse {path}: " in line, line
+    assert not (tmp_path / "report").exists()
+
+
 def test_out_pointing_at_a_file(tmp_path, capsys):
     env_dir = tmp_path / "Pendulum-v1"
     two_seeds(env_dir, "vadam")

@@ -44,7 +44,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import param_explore as pe
 from agents import DDPG
 from agents.errors import CheckpointError, NonFiniteDataError
-from agents.runs.config import resolve_config
+from agents.runs.bounded_yaml import load_yaml_text
+from agents.runs.config import preset_path, resolve_config
 from agents.runs.run_lock import LOCK_FILE, run_dir_lock
 from agents.runs.run_logger import read_eval_csv
 from agents.runs.training import train
@@ -874,3 +875,48 @@ def test_14_damaged_run_files_give_one_line(tmp_path, finished_runs, train_agent
     # Binary: it cannot be parsed; truncated: it parses to a cut value (which one depends
     # on the file's length), refused by the settings' own checks.
     assert "config.yaml was damaged (" in resumed.stdout
+
+
+# --------------------------------------------------------------------------- bounded YAML
+def laughs(levels: int, flow: bool = False) -> str:
+    """A "billion laughs": ``levels`` anchors, each a list of nine aliases of the one
+    before (9**levels strings in all), as a config file or a ``--set`` value (``flow``)."""
+    anchors = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    anchors += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "{" + ", ".join(anchors) + "}" if flow else "env_kwargs:\n  " + "\n  ".join(anchors)
+
+
+def test_a_billion_laughs_config_is_refused_at_once(tmp_path):
+    """Nine levels of nine aliases: the run grew by ~70 MB/s without a word. A process with
+    a time limit: what failed was that the call never returned."""
+    (tmp_path / "laughs.yaml").write_text(laughs(9))
+    result = train_agent_process(*TINY, "--steps", "200", "--config", "laughs.yaml",
+                                 cwd=tmp_path, timeout=60)  # fmt: skip
+    line = error_line(result)
+    assert "cannot parse config file laughs.yaml: through its aliases it stands for more " \
+           "than 100,000 values" in line, line  # fmt: skip
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (f"env_kwargs={laughs(6, flow=True)}", "stands for more than 100,000 values"),
+        ("hidden_sizes=&a [32, *a]", "holds an alias of itself"),
+        ("hidden_sizes=" + "[" * 5000 + "]" * 5000, "nested more than 64 levels deep"),
+    ],
+    ids=["aliases", "itself", "deep"],
+)
+def test_yaml_beyond_any_config_is_refused_in_one_line(tmp_path, train_agent, setting, message):
+    """The same bounds for ``--set`` values and ``--config`` files, and for compare_runs'
+    ``config.yaml`` (test_compare_faults); every shipped config is far inside them."""
+    line = error_line(train_agent(*TINY, "--steps", "200", "--set", setting, cwd=tmp_path))
+    assert message in line and f"--set {setting.partition('=')[0]}" in line, line
+    (tmp_path / "config.yaml").write_text(setting.replace("=", ": ", 1))
+    line = error_line(train_agent(*TINY, "--steps", "200", "--config", "config.yaml",
+                                  cwd=tmp_path))  # fmt: skip
+    assert message in line and "config file config.yaml" in line, line
+    assert not (tmp_path / "out").exists()
+    for preset in preset_path("ddpg").parent.glob("*.yaml"):
+        text = preset.read_text()
+        assert load_yaml_text(text, str(preset)) == yaml.safe_load(text)

@@ -29,6 +29,7 @@ from ..engine.config import DDPGConfig, check_seed, require, upgrade_config_keys
 from ..engine.strategies import strategy_optimizer
 from ..errors import ConfigError
 from ..sb3.trpo_config import TRPO_STRATEGY, trpo_settings
+from .bounded_yaml import load_yaml_text
 
 
 @dataclass
@@ -174,7 +175,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     except OSError as err:
         raise ConfigError(f"cannot read config file {path}: {err.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml_text(text, f"config file {path}")
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
@@ -193,7 +194,7 @@ def parse_set_options(options: list[str]) -> dict[str, Any]:
         key, sep, raw = option.partition("=")
         require(bool(sep) and bool(key), f"--set expects key=value, got {option!r}")
         try:
-            value = _numbers(yaml.safe_load(raw)) if raw else ""
+            value = _numbers(load_yaml_text(raw, f"--set {key}")) if raw else ""
         except yaml.YAMLError:
             raise ConfigError(f"--set {key}: cannot parse value {raw!r}") from None
         *parents, leaf = key.split(".")
