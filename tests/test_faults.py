@@ -106,6 +106,41 @@ def test_crafted_checkpoint_is_refused_and_nothing_executes(tmp_path, finished_r
     assert snapshot(run_dir) == before  # the run directory is unchanged
 
 
+class _RunsACommand:
+    """Unpickling this would run a shell command that creates ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.command = f"touch {path}"
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+# torch.save writes GLOBAL (protocol 2); protocol 4 names globals by STACK_GLOBAL.
+@pytest.mark.parametrize("protocol", [2, 4])
+def test_a_checkpoint_that_would_run_a_command_is_refused_without_torchs_advice(
+    tmp_path, finished_runs, train_agent, protocol
+):
+    """torch's own refusal advises loading again with ``weights_only=False``, which would
+    run the command: the line says what the file would do, never how to let it."""
+    run_dir = copy_run(finished_runs, "vadam", tmp_path)
+    checkpoint = run_dir / "checkpoints" / "latest.pt"
+    marker = tmp_path / "executed"
+    state = torch.load(checkpoint, weights_only=True)
+    state["counters"] = _RunsACommand(marker)
+    torch.save(state, checkpoint, pickle_protocol=protocol)
+    before = snapshot(run_dir)
+    result = train_agent(*RESUME, cwd=tmp_path)
+    line = error_line(result)
+    assert f"checkpoint {checkpoint.relative_to(tmp_path)} refused: " in line, line
+    assert f"({os.system.__module__}.system)" in line and "would run code" in line
+    assert "weights_only" not in result.stderr + result.stdout, result.stderr
+    assert not marker.exists() and snapshot(run_dir) == before
+    with pytest.raises(CheckpointError, match="would run code"):
+        DDPG.load(checkpoint)
+    assert not marker.exists()
+
+
 def copy_run(runs: Path, name: str, tmp_path: Path) -> Path:
     """A finished 200-step run of ``finished_runs``, copied to ``tmp_path/out``."""
     run_dir = tmp_path / "out" / "Pendulum-v1" / name / "seed0"
