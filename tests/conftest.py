@@ -32,12 +32,12 @@ torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 def train_agent_process(
-    *args: str, cwd: Path, env: dict | None = None
+    *args: str, cwd: Path, env: dict | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess:
     """The installed console script, as a user runs it (``env`` adds to the environment)."""
     exe = Path(sys.executable).with_name("train_agent")
     return subprocess.run(
-        [str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=600,
+        [str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, **(env or {}), **_pythonpath(env)},
     )  # fmt: skip
 

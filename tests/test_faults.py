@@ -43,6 +43,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import param_explore as pe
 from agents import DDPG
+from agents.common.bounded_yaml import load_yaml_text
 from agents.common.errors import CheckpointError, NonFiniteDataError
 from agents.runs.run_lock import LOCK_FILE, run_dir_lock
 from agents.runs.run_logger import read_eval_csv
@@ -103,6 +104,41 @@ def test_crafted_checkpoint_is_refused_and_nothing_executes(tmp_path, finished_r
     assert "refused" in line and "io.open" in line, line
     assert not marker.exists()
     assert snapshot(run_dir) == before  # the run directory is unchanged
+
+
+class _RunsACommand:
+    """Unpickling this would run a shell command that creates ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.command = f"touch {path}"
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+# torch.save writes GLOBAL (protocol 2); protocol 4 names globals by STACK_GLOBAL.
+@pytest.mark.parametrize("protocol", [2, 4])
+def test_a_checkpoint_that_would_run_a_command_is_refused_without_torchs_advice(
+    tmp_path, finished_runs, train_agent, protocol
+):
+    """torch's own refusal advises loading again with ``weights_only=False``, which would
+    run the command: the line says what the file would do, never how to let it."""
+    run_dir = copy_run(finished_runs, "vadam", tmp_path)
+    checkpoint = run_dir / "checkpoints" / "latest.pt"
+    marker = tmp_path / "executed"
+    state = torch.load(checkpoint, weights_only=True)
+    state["counters"] = _RunsACommand(marker)
+    torch.save(state, checkpoint, pickle_protocol=protocol)
+    before = snapshot(run_dir)
+    result = train_agent(*RESUME, cwd=tmp_path)
+    line = error_line(result)
+    assert f"checkpoint {checkpoint.relative_to(tmp_path)} refused: " in line, line
+    assert f"({os.system.__module__}.system)" in line and "would run code" in line
+    assert "weights_only" not in result.stderr + result.stdout, result.stderr
+    assert not marker.exists() and snapshot(run_dir) == before
+    with pytest.raises(CheckpointError, match="would run code"):
+        DDPG.load(checkpoint)
+    assert not marker.exists()
 
 
 def copy_run(runs: Path, name: str, tmp_path: Path) -> Path:
@@ -532,6 +568,28 @@ def test_2_a_run_directory_has_one_writer(tmp_path, finished_runs, train_agent):
     assert snapshot(run_dir) == before
 
 
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+def test_a_planted_lock_link_is_refused_and_nothing_is_written_through_it(
+    tmp_path, finished_runs, train_agent, link
+):
+    """A shared or cloned runs directory can carry a ``.lock`` that is a link to a file
+    elsewhere; taking the lock must never write the holder's PID into that file."""
+    run_dir = copy_run(finished_runs, "vadam", tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    lock = run_dir / LOCK_FILE
+    if link == "symbolic":
+        lock.symlink_to(victim)
+    else:
+        os.link(victim, lock)
+    before = snapshot(run_dir)
+    line = error_line(train_agent(*RESUME, cwd=tmp_path))
+    assert f"{lock.relative_to(tmp_path)} is a {link} link" in line, line
+    assert "not a lock file" in line and "remove it" in line
+    assert victim.read_text() == "precious\n"
+    assert snapshot(run_dir) == before and lock.exists()  # the lock is left to its owner
+
+
 # --------------------------------------------------------------------------- 3-5 resume checks
 def test_3_resume_keeps_the_settings_the_checkpoint_was_trained_with(
     tmp_path, finished_runs, train_agent
@@ -852,3 +910,48 @@ def test_14_damaged_run_files_give_one_line(tmp_path, finished_runs, train_agent
     # Binary: it cannot be parsed; truncated: it parses to a cut value (which one depends
     # on the file's length), refused by the settings' own checks.
     assert "config.yaml was damaged (" in resumed.stdout
+
+
+# --------------------------------------------------------------------------- bounded YAML
+def laughs(levels: int, flow: bool = False) -> str:
+    """A "billion laughs": ``levels`` anchors, each a list of nine aliases of the one
+    before (9**levels strings in all), as a config file or a ``--set`` value (``flow``)."""
+    anchors = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    anchors += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "{" + ", ".join(anchors) + "}" if flow else "env_kwargs:\n  " + "\n  ".join(anchors)
+
+
+def test_a_billion_laughs_config_is_refused_at_once(tmp_path):
+    """Nine levels of nine aliases: the run grew by ~70 MB/s without a word. A process with
+    a time limit: what failed was that the call never returned."""
+    (tmp_path / "laughs.yaml").write_text(laughs(9))
+    result = train_agent_process(*TINY, "--steps", "200", "--config", "laughs.yaml",
+                                 cwd=tmp_path, timeout=60)  # fmt: skip
+    line = error_line(result)
+    assert "cannot parse config file laughs.yaml: through its aliases it stands for more " \
+           "than 100,000 values" in line, line  # fmt: skip
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (f"env_kwargs={laughs(6, flow=True)}", "stands for more than 100,000 values"),
+        ("hidden_sizes=&a [32, *a]", "holds an alias of itself"),
+        ("hidden_sizes=" + "[" * 5000 + "]" * 5000, "nested more than 64 levels deep"),
+    ],
+    ids=["aliases", "itself", "deep"],
+)
+def test_yaml_beyond_any_config_is_refused_in_one_line(tmp_path, train_agent, setting, message):
+    """The same bounds for ``--set`` values and ``--config`` files, and for compare_runs'
+    ``config.yaml`` (test_compare_faults); every shipped config is far inside them."""
+    line = error_line(train_agent(*TINY, "--steps", "200", "--set", setting, cwd=tmp_path))
+    assert message in line and f"--set {setting.partition('=')[0]}" in line, line
+    (tmp_path / "config.yaml").write_text(setting.replace("=", ": ", 1))
+    line = error_line(train_agent(*TINY, "--steps", "200", "--config", "config.yaml",
+                                  cwd=tmp_path))  # fmt: skip
+    assert message in line and "config file config.yaml" in line, line
+    assert not (tmp_path / "out").exists()
+    for preset in (Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"):
+        text = preset.read_text()
+        assert load_yaml_text(text, str(preset)) == yaml.safe_load(text)

@@ -8,13 +8,19 @@ engine that wrote it under ``engine`` (absent in native checkpoints of earlier v
 Every problem becomes a :class:`CheckpointError` naming the file and saying what is wrong:
 empty, truncated, not a checkpoint at all, another engine's, a file that would need code
 to load.
+
+A file that would run code is found before torch reads it, from the pickle's own
+instructions (:func:`code_in_pickle`): torch's refusal words it differently from release
+to release, and since 2.6 opens with advice to load again with ``weights_only=False`` —
+which would run the code. Its message is never shown.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-import re
+import pickletools
+import warnings
 import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -71,15 +77,15 @@ def read_checkpoint(
         raise CheckpointError(
             f"{path} is not a checkpoint of the {engine} engine (it is an SB3 model zip)"
         )
+    _refuse_code(path)
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as err:
-        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(err))
-        if found is None:
-            raise CheckpointError(f"checkpoint {path} is damaged: {_first_line(err)}") from None
+        with warnings.catch_warnings():  # e.g. on another pickle protocol: the line says it
+            warnings.simplefilter("ignore", UserWarning)
+            state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError:  # no code (above), but not data as torch reads it
         raise CheckpointError(
-            f"checkpoint {path} refused: it holds objects other than tensors and plain "
-            f"data ({found.group(1)}), and loading them could run code"
+            f"checkpoint {path} refused: its pickle uses instructions that torch's loader "
+            "for tensors and plain data does not take"
         ) from None
     except (RuntimeError, EOFError, OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
         raise CheckpointError(f"checkpoint {path} is damaged: {_first_line(err)}") from None
@@ -124,7 +130,81 @@ def _check_archive(path: Path) -> None:
 
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
+    if "weights_only" in text:  # torch's advice to load in a way that runs code
+        return "torch cannot load it as tensors and plain data"
     return text.splitlines()[0][:200] if text else type(err).__name__
+
+
+def _refuse_code(path: Path) -> None:
+    """CheckpointError if the archive's pickle names anything torch's loader for data does
+    not take, or cannot be read as a pickle; nothing of it is run."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = [n for n in archive.namelist() if n.rpartition("/")[2] == "data.pkl"]
+            if len(names) != 1:
+                return  # not torch's layout: torch.load says what is wrong
+            data = archive.read(names[0])
+    except (zipfile.BadZipFile, OSError, RuntimeError, EOFError, ValueError) as err:
+        raise CheckpointError(f"checkpoint {path} is damaged: {_first_line(err)}") from None
+    try:
+        code = code_in_pickle(data)
+    except ValueError as err:
+        raise CheckpointError(f"checkpoint {path} is damaged: not a pickle ({err})") from None
+    if code:
+        raise CheckpointError(
+            f"checkpoint {path} refused: it holds objects other than tensors and plain data "
+            f"({listed(code)}), and loading it would run code; it was not loaded"
+        )
+
+
+def code_in_pickle(data: bytes) -> list[str]:
+    """The callables and classes that unpickling ``data`` would look up (``module.name``)
+    and torch's loader for data does not take, read from the pickle's instructions
+    without running any.
+
+    A pickle runs code only through a global it looks up (GLOBAL; STACK_GLOBAL, INST and
+    the extension registry's EXT*) and then calls (REDUCE, NEWOBJ, OBJ, BUILD), so the
+    globals tell. STACK_GLOBAL takes its names from the stack: the strings pushed just
+    before it, directly or from the memo; one whose names are not such strings is listed
+    as unresolved. ValueError for bytes that are not a pickle.
+    """
+    allowed = _torch_data_globals()
+    found: list[str] = []
+    memo: dict[int, object] = {}
+    pushed: list[object] = []  # the values pushed since the last other instruction
+    for opcode, arg, _ in pickletools.genops(data):
+        name = opcode.name
+        if name in ("GLOBAL", "INST"):
+            found.append(str(arg).replace(" ", ".", 1))
+        elif name == "STACK_GLOBAL":
+            module, attr = [None, None, *pushed][-2:]
+            resolved = isinstance(module, str) and isinstance(attr, str)
+            found.append(f"{module}.{attr}" if resolved else "a global of unresolved name")
+        elif name.startswith("EXT"):
+            found.append(f"extension code {arg}")
+        if name in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):
+            memo[len(memo) if name == "MEMOIZE" else int(arg)] = pushed[-1] if pushed else None
+        elif name in ("GET", "BINGET", "LONG_BINGET"):
+            pushed.append(memo.get(int(arg)))
+        elif isinstance(arg, str) and ("UNICODE" in name or "STRING" in name):
+            pushed.append(arg)
+        elif name not in ("FRAME", "PROTO"):
+            pushed = []
+    return sorted({g for g in found if allowed is None or g not in allowed})
+
+
+def _torch_data_globals() -> set[str] | None:
+    """What torch's ``weights_only`` loader takes (its defaults and any added with
+    ``torch.serialization.add_safe_globals``); None where this torch does not say, and
+    then every global is listed (torch's loader refuses them anyway)."""
+    try:
+        from torch import _weights_only_unpickler as unpickler
+
+        allowed = set(unpickler._get_allowed_globals())
+        user = getattr(unpickler, "_get_user_allowed_globals", None)
+        return allowed | set(user()) if user is not None else allowed
+    except (ImportError, AttributeError, TypeError):
+        return None
 
 
 def _is_sb3_zip(path: Path) -> bool:

@@ -32,14 +32,24 @@ runs) the published curves (:mod:`agents.reporting.references`) are drawn in eac
 strategy's colour beside the HalfCheetah task, and the table gives each published value
 beside the measured one, at the nearest published step (named in the table), and the
 published curve's average over the same span. Each RUNS_DIR also gets (again) its
-per-strategy TensorBoard aggregates (:mod:`agents.reporting.strategy_aggregates`).
+per-strategy TensorBoard aggregates (:mod:`agents.reporting.strategy_aggregates`), unless
+it is not writable: a comparison of runs one may only read is still made, with a note.
+
+The files are written whole or not at all: into a directory of their own inside DIR,
+moved into DIR once every one is written, so a comparison that fails (a full disk, an
+error) leaves DIR as it was, an earlier comparison's files included.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib
@@ -49,11 +59,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..common.errors import ConfigError
+from ..common.errors import ConfigError, os_error_message
 from ..runs.run_logger import EVAL_CSV
 from .coverage import COVERAGE_FILES, write_coverage_report
 from .curves import Curve, stderr
-from .intervals import DEFAULT_REPS, DEFAULT_SEED
+from .intervals import DEFAULT_REPS, DEFAULT_SEED, MAX_REPS
 from .references import (
     REFERENCES,
     RUN_TITLES,
@@ -85,13 +95,15 @@ OUTPUTS = {
     *COVERAGE_FILES,
 }
 
-MeanSE = tuple[float, float]
+#: mean and standard error over seeds (None with one seed, which has none)
+MeanSE = tuple[float, float | None]
 #: run (``1``, ``2``, ``pooled``) → the published curve of one strategy
 Published = dict[str, Curve]
 
 
 def _mean_se(values: np.ndarray) -> MeanSE:
-    return float(values.mean()), float(stderr(values[:, None])[0])
+    se = float(stderr(values[:, None])[0]) if len(values) > 1 else None
+    return float(values.mean()), se
 
 
 def summarize(
@@ -213,7 +225,11 @@ def _tables(rows: list[dict], columns: list[tuple[str, str]], checkpoints, runs,
             writer.writerow(line)
 
     def fmt(value: object, digits: int) -> str:
-        return "–" if value is None else f"{value[0]:.{digits}f} ± {value[1]:.{digits}f}"
+        if value is None:
+            return "–"
+        if value[1] is None:
+            return f"{value[0]:.{digits}f} (one seed)"
+        return f"{value[0]:.{digits}f} ± {value[1]:.{digits}f}"
 
     def digits(row: dict) -> int:
         """Whole numbers for returns in the hundreds (HalfCheetah's), two decimals for
@@ -355,7 +371,7 @@ def _parser() -> argparse.ArgumentParser:
         "--reps",
         type=int,
         default=DEFAULT_REPS,
-        help=f"bootstrap replicates of every interval (default {DEFAULT_REPS})",
+        help=f"bootstrap replicates of every interval (default {DEFAULT_REPS}, at most {MAX_REPS})",
     )
     parser.add_argument(
         "--bootstrap-seed",
@@ -417,8 +433,9 @@ def main(argv: list[str] | None = None) -> int:
         checkpoints = tuple(int(s) for s in args.at.split(",")) if args.at else DEFAULT_CHECKPOINTS
     except ValueError:
         fail(f"--at expects integers, got {args.at!r}")
-    if args.reps < 1:
-        fail(f"--reps must be at least 1, got {args.reps}")
+    if not 1 <= args.reps <= MAX_REPS:
+        fail(f"--reps must be between 1 and {MAX_REPS}, got {args.reps} (more replicates "
+             "take time and memory, not precision: the seeds bound it)")  # fmt: skip
     if args.reference:
         try:
             parse_reference(args.reference)
@@ -427,31 +444,74 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out) if args.out else runs_dirs[0]
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"--out {out_dir} is a file, not a directory")
+    for name in sorted(OUTPUTS):
+        if (out_dir / name).is_dir():
+            fail(f"--out {out_dir} holds a directory {name}, a file the comparison writes")
     try:
         keep = _kept_strategies(args)
         curves, labels, notes = _load(args, runs_dirs, keep)
         if not curves:
             fail(f"no <strategy>/seed*/{EVAL_CSV} with evaluations under "
                  f"{', '.join(map(str, runs_dirs))}")  # fmt: skip
-        out_dir.mkdir(parents=True, exist_ok=True)
-        coverage = write_coverage_report(list(zip(runs_dirs, labels)), keep, out_dir, notes)
-        notes += write_outputs(
-            curves, out_dir, checkpoints, args.reference, args.reps, args.bootstrap_seed, coverage
-        )
-        for runs_dir in runs_dirs:
-            if write_strategy_aggregates(runs_dir, args.band):
-                print(f"wrote strategy aggregates ({args.band}) for TensorBoard under "
-                      f"{runs_dir / AGGREGATE_DIR}")  # fmt: skip
+        with _staged(out_dir) as staging:
+            coverage = write_coverage_report(list(zip(runs_dirs, labels)), keep, staging, notes)
+            notes += write_outputs(curves, staging, checkpoints, args.reference, args.reps,
+                                   args.bootstrap_seed, coverage)  # fmt: skip
+            written = sorted(p.name for p in staging.iterdir())
     except ConfigError as err:
         fail(str(err))
     except OSError as err:
         fail(f"{err.filename or out_dir}: {err.strerror or err}")
+    for runs_dir in runs_dirs:
+        notes += _write_aggregates(runs_dir, args.band)
     for note in notes:
         print(f"compare_runs: note: {note}", file=sys.stderr)
     print((out_dir / "comparison.md").read_text())
-    written = sorted(p.name for p in out_dir.glob("*") if p.name in OUTPUTS)
     print(f"wrote in {out_dir}: {', '.join(written)}")
     return 0
+
+
+@contextmanager
+def _staged(out_dir: Path) -> Iterator[Path]:
+    """A directory inside ``out_dir`` to write the comparison in, whose files replace
+    ``out_dir``'s once the block ends without error; on an error it is removed, with the
+    directories made for it, and ``out_dir`` is as it was."""
+    made = [d for d in (out_dir, *out_dir.parents) if not d.exists()]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".compare_runs-", dir=out_dir))
+    try:
+        yield staging
+        for path in sorted(staging.iterdir()):
+            path.replace(out_dir / path.name)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for directory in made:
+            try:
+                directory.rmdir()
+            except OSError:
+                break
+        raise
+    staging.rmdir()
+
+
+def _write_aggregates(runs_dir: Path, band: str) -> list[str]:
+    """``runs_dir``'s TensorBoard strategy aggregates (grids write them too: they are a
+    view, not the comparison); notes on what was skipped. A runs directory one may only
+    read is skipped before anything is written, and an error while writing is a note:
+    the comparison is complete by then."""
+    aggregates = runs_dir / AGGREGATE_DIR
+    targets = [runs_dir, aggregates, *(aggregates.iterdir() if aggregates.is_dir() else ())]
+    if not all(os.access(d, os.W_OK) for d in targets if d.is_dir()):
+        return [f"{runs_dir} is not writable, so its TensorBoard strategy aggregates "
+                f"({AGGREGATE_DIR}/) were not written"]  # fmt: skip
+    try:
+        if write_strategy_aggregates(runs_dir, band):
+            print(f"wrote strategy aggregates ({band}) for TensorBoard under {aggregates}")
+    except (OSError, ConfigError) as err:  # e.g. a damaged run of a strategy not compared
+        reason = os_error_message(err, "cannot write") if isinstance(err, OSError) else err
+        return [f"{runs_dir}: its TensorBoard strategy aggregates ({AGGREGATE_DIR}/) were not "
+                f"all written: {reason}"]  # fmt: skip
+    return []
 
 
 if __name__ == "__main__":

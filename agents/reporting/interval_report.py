@@ -7,6 +7,10 @@ aggregate IQM, mean and optimality gap, and the performance profiles. Writes
 ``intervals.csv`` and ``probability_of_improvement.csv`` (one row per number), the figures
 ``intervals.png``, ``probability_of_improvement.png`` and ``performance_profile.png``, and
 returns the Markdown section that ``comparison.md`` ends with.
+
+Every method of a task is scored at the task's common step (:attr:`Task.end`), and a
+note says so when some ran further. A method with one seed gets point estimates only: the
+tables say "no interval", the CSV files leave the ends empty, and a note names it.
 """
 
 from __future__ import annotations
@@ -89,7 +93,7 @@ def _write_csvs(estimates: list[Estimates], out_dir: Path) -> None:
                     for statistic, i in statistics.items():
                         writer.writerow(
                             [e.scope, e.unit, score, method, e.runs[method], statistic,
-                             i.point, i.lower, i.upper]
+                             i.point, *_ends(i)]
                         )  # fmt: skip
     with open(out_dir / "probability_of_improvement.csv", "w", newline="") as f:
         writer = csv.writer(f)
@@ -97,7 +101,12 @@ def _write_csvs(estimates: list[Estimates], out_dir: Path) -> None:
         for e in estimates:
             for score, pairs in e.improvement.items():
                 for (x, y), i in pairs.items():
-                    writer.writerow([e.scope, score, x, y, i.point, i.lower, i.upper])
+                    writer.writerow([e.scope, score, x, y, i.point, *_ends(i)])
+
+
+def _ends(interval: Interval) -> list[float | str]:
+    """The interval's ends for a CSV file: empty where there is none (one seed)."""
+    return [interval.lower, interval.upper] if interval.estimated else ["", ""]
 
 
 def _markdown(estimates: list[Estimates], reps: int, seed: int, descriptions: list[str]) -> str:
@@ -109,10 +118,11 @@ def _markdown(estimates: list[Estimates], reps: int, seed: int, descriptions: li
         f"Point estimate [{percent} interval]: rliable's stratified bootstrap over runs "
         f"(seeds), percentile intervals, {reps} replicates, bootstrap seed {seed}. IQM: the "
         "mean of the middle 50 % of the runs' scores (25 % cut at each end); mean: over "
-        "runs. final: the score at the last step every seed reached; over the curve: its "
-        "average over the evaluation steps (the AUC above). P(X > Y): the probability "
-        "that a run of the row's method scores above a run of the column's (ties count "
-        "one half), averaged over tasks.",
+        "runs. final: the score at the last step every seed of every method of the task "
+        "reached; over the curve: its average over the evaluation steps up to there (the AUC "
+        "above, over the same span). A method with one seed has no interval. P(X > Y): the "
+        "probability that a run of the row's method scores above a run of the column's "
+        "(ties count one half), averaged over tasks.",
     ]
     for e in estimates:
         number = _number(e.unit)
@@ -144,7 +154,9 @@ def _markdown(estimates: list[Estimates], reps: int, seed: int, descriptions: li
                 "|---|" + "---|" * len(methods),
             ]
             for x in methods:
-                cells = ["–" if x == y else pairs[x, y].format("{:.2f}") for y in methods]
+                cells = [
+                    "–" if x == y else pairs[x, y].format("{:.2f}", "no interval") for y in methods
+                ]
                 lines.append(f"| {x} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -153,7 +165,9 @@ def _interval_panel(
     ax: Axes, methods: dict[str, Interval], colors: dict[str, str], title: str
 ) -> None:
     for row, (method, i) in enumerate(methods.items()):
-        ax.barh(row, i.upper - i.lower, left=i.lower, height=0.6, color=colors[method], alpha=0.7)
+        if i.estimated:  # one seed: the point alone
+            width, left = i.upper - i.lower, i.lower
+            ax.barh(row, width, left=left, height=0.6, color=colors[method], alpha=0.7)
         ax.vlines(i.point, row - 0.3, row + 0.3, color="k")
     ax.set_yticks(range(len(methods)), list(methods))
     ax.invert_yaxis()
@@ -191,7 +205,9 @@ def plot_improvement(e: Estimates) -> plt.Figure:
             matrix[methods.index(x), methods.index(y)] = i.point
         image = ax.imshow(matrix, cmap="RdBu", vmin=0, vmax=1)
         for (x, y), i in pairs.items():
-            text = f"{i.point:.2f}\n[{i.lower:.2f}, {i.upper:.2f}]"
+            text = f"{i.point:.2f}\n" + (
+                f"[{i.lower:.2f}, {i.upper:.2f}]" if i.estimated else "(no interval)"
+            )
             ink = "white" if abs(i.point - 0.5) > 0.3 else "black"  # readable on dark cells
             ax.text(methods.index(y), methods.index(x), text, ha="center", va="center",
                     fontsize="x-small", color=ink)  # fmt: skip
@@ -223,13 +239,51 @@ def plot_profiles(
     return fig
 
 
+def _k(step: int) -> str:
+    return f"{step / 1000:g} k"
+
+
+def task_notes(task: Task) -> list[str]:
+    """What a reader of the task's estimates must know: the step the methods are compared
+    at when their runs differ in length, and the methods without intervals."""
+    notes = []
+    lasts = {curve.name: int(curve.steps[-1]) for curve in task.curves}
+    end = task.end
+    if end is None:
+        spans = ", ".join(f"{c.name}: {_k(c.steps[0])}–{_k(c.steps[-1])}" for c in task.curves)
+        notes.append(
+            f"{task.env}: the methods' evaluations share no span ({spans}), so each is "
+            "scored at its own last step"
+        )
+    elif len(set(lasts.values())) > 1:
+        longer = ", ".join(f"{n} ran to {_k(last)}" for n, last in lasts.items() if last > end)
+        finals = {c.name: int(task.compared(c).steps[-1]) for c in task.curves}
+        at = ""
+        if any(step != end for step in finals.values()):
+            at = "; final scores at " + ", ".join(f"{n} {_k(s)}" for n, s in finals.items())
+        notes.append(
+            f"{task.env}: the interval estimates and P(X > Y) compare every method at "
+            f"{_k(end)}, the last step all reached ({longer}{at})"
+        )
+    one = [curve.name for curve in task.curves if curve.seeds == 1]
+    if one:
+        names = " and ".join([", ".join(one[:-1]), one[-1]] if len(one) > 1 else one)
+        has, its, it = ("have", "their", "them") if len(one) > 1 else ("has", "its", "it")
+        notes.append(
+            f"{task.env}: {names} {has} one seed: no standard error and no 95 % interval, "
+            f"of {its} scores or of P(X > Y) with {it}"
+        )
+    return notes
+
+
 def write_interval_report(
     tasks: list[Task], out_dir: Path, colors: dict[str, str], reps: int, seed: int
 ) -> tuple[str, list[str]]:
     """Compute and write everything; returns (the Markdown section, notes)."""
     estimates = [task_estimates(task, reps, seed) for task in tasks]
     across = {score: across_tasks(tasks, score) for score in SCORES}
-    notes = sorted({note for a in across.values() if a is not None for note in a.notes})
+    notes = [note for task in tasks for note in task_notes(task)]
+    notes += sorted({note for a in across.values() if a is not None for note in a.notes})
     descriptions: list[str] = []
     profiles: dict[str, dict[str, Profile]] = {}
     unit = "return"

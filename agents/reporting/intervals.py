@@ -19,6 +19,11 @@ different numbers of runs. What is estimated:
   distributions, Sec. 4.2);
 * :func:`mean_band`: the interval of the mean over seeds at each step of a curve.
 
+A method with one run per task has no interval: its one run, resampled, is that run every
+time, so the bootstrap's "interval" would have zero width and say nothing of the spread
+between seeds. Its intervals, and those of P(X > Y) with it on either side (which would
+leave its spread out), have NaN ends (:attr:`Interval.estimated` is False).
+
 Point estimates are rliable's own metrics. Inside the bootstrap the same statistics are
 evaluated in vectorised NumPy (:data:`STATISTICS`, tested equal to rliable's metrics):
 rliable's ``probability_of_improvement`` calls SciPy's Mann-Whitney test, ~6 ms per call
@@ -31,6 +36,7 @@ intervals.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,6 +48,11 @@ CONFIDENCE = 0.95
 #: Bootstrap replicates: with 5 seeds an interval's ends moved by ≤ 1.4 % of its width
 #: between bootstrap seeds at 10 000, by up to 9 % at 2000 (docs/decisions.md#intervals).
 DEFAULT_REPS = 10_000
+#: At most this many: 10 times the default, whose interval ends move by ≤ 1.4 % of the
+#: width between bootstrap seeds (≈ 0.45 % here); more only costs time and memory
+#: (rliable keeps every replicate: 10¹² asked for terabytes), never precision, which the
+#: seeds bound. A small comparison takes ~30 s at 100 000.
+MAX_REPS = 100_000
 DEFAULT_SEED = 0
 
 Scores = Mapping[str, np.ndarray]
@@ -49,19 +60,29 @@ Scores = Mapping[str, np.ndarray]
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate and its 95 % bootstrap interval."""
+    """A point estimate and its 95 % bootstrap interval (NaN ends: none, one run)."""
 
     point: float
     lower: float
     upper: float
 
+    @property
+    def estimated(self) -> bool:
+        return not (math.isnan(self.lower) or math.isnan(self.upper))
+
     def __str__(self) -> str:
         return self.format("{:.0f}")
 
-    def format(self, number: str) -> str:
+    def format(self, number: str, none: str = "no interval: one seed") -> str:
+        if not self.estimated:
+            return f"{number.format(self.point)} ({none})"
         return f"{number.format(self.point)} [{number.format(self.lower)}, " + (
             f"{number.format(self.upper)}]"
         )
+
+
+def _point_only(point: float) -> Interval:
+    return Interval(point, math.nan, math.nan)
 
 
 def iqm(scores: np.ndarray) -> float:
@@ -152,7 +173,10 @@ def aggregate_intervals(
         for statistic in statistics:
             point = float(RLIABLE[statistic](array))
             lower, upper = bounds[:, column]
-            result[name][statistic] = Interval(point, float(lower), float(upper))
+            one = len(array) < 2
+            result[name][statistic] = (
+                _point_only(point) if one else Interval(point, float(lower), float(upper))
+            )
             column += 1
     return result
 
@@ -187,6 +211,8 @@ def improvement_matrix(
     for k, (i, j) in enumerate(pairs):
         point = float(metrics.probability_of_improvement(arrays[i], arrays[j]))
         lower, upper = float(bounds[0, k]), float(bounds[1, k])
+        if len(arrays[i]) < 2 or len(arrays[j]) < 2:
+            lower = upper = math.nan
         result[names[i], names[j]] = Interval(point, lower, upper)
         result[names[j], names[i]] = Interval(1.0 - point, 1.0 - upper, 1.0 - lower)
     return result
@@ -214,6 +240,9 @@ def performance_profiles(
         return np.concatenate([(x.reshape(-1, 1) > taus).mean(axis=0) for x in resampled])
 
     bounds = _bootstrap(arrays, replicate, reps, seed).reshape(2, len(arrays), len(taus))
+    for m, array in enumerate(arrays):
+        if len(array) < 2:
+            bounds[:, m] = math.nan
     return {
         name: Profile(taus, np.asarray(library.score_distributions(array, taus)), *bounds[:, m])
         for m, (name, array) in enumerate(zip(scores, arrays))

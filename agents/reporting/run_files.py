@@ -15,6 +15,9 @@ strategy. Nothing is averaged that should not be, and nothing is left out withou
 
 A run's env is the ``env`` of its ``config.yaml``; a run without one (e.g. written by
 ``RunLogger`` alone) belongs to the env its directory is named after (``runs/<env>``).
+A runs directory may be shared or copied, so its ``config.yaml`` files are read within
+the bounds of a ``--config`` file (:mod:`agents.runs.bounded_yaml`): one that is not a
+config in size, nesting or what its aliases expand to is refused like a damaged one.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from ..common.bounded_yaml import read_yaml_file
 from ..common.errors import ConfigError
 from ..runs.run_logger import EVAL_CSV, read_eval_csv
 from .curves import Curve
@@ -64,7 +68,9 @@ def read_env(seed_dir: Path, default: str) -> str:
     if not path.exists():
         return default
     try:
-        config = yaml.safe_load(path.read_text())
+        config = read_yaml_file(path)
+    except ConfigError as err:  # beyond the bounds: the message names the file
+        raise RunFileError(str(err)) from None
     except _READ_ERRORS as err:
         raise RunFileError(f"{path} is damaged: {err}") from None
     env = config.get("env") if isinstance(config, dict) else None

@@ -47,9 +47,9 @@ def success_rows(tasks: list[Task]) -> list[dict[str, object]]:
                 "seeds": curve.seeds,
                 "final_step": int(curve.steps[-1]),
                 "final_mean": float(final.mean()),
-                "final_se": float(stderr(final[:, None])[0]),
+                "final_se": float(stderr(final[:, None])[0]) if curve.seeds > 1 else None,
                 "auc_mean": float(over_curve.mean()),
-                "auc_se": float(stderr(over_curve[:, None])[0]),
+                "auc_se": float(stderr(over_curve[:, None])[0]) if curve.seeds > 1 else None,
                 "seeds_reaching_goal": int((success > 0).any(axis=1).sum()),
             })  # fmt: skip
     return rows
@@ -99,10 +99,8 @@ def write_success_report(tasks: list[Task], out_dir: Path, colors: dict[str, str
         row = by_key.get((strategy, env))
         if row is None:
             return "–"
-        return (
-            f"{row['final_mean']:.2f} ± {row['final_se']:.2f} "
-            f"({row['seeds_reaching_goal']}/{row['seeds']})"
-        )
+        se = "one seed" if row["final_se"] is None else f"± {row['final_se']:.2f}"
+        return f"{row['final_mean']:.2f} {se} ({row['seeds_reaching_goal']}/{row['seeds']})"
 
     lines = [
         "",

@@ -2,11 +2,14 @@
 scores of different tasks are put on one scale.
 
 A task is an env. Its curves (one per strategy, or per strategy and set of runs) give two
-scores per run: the **final** score (at the last step every seed of the curve reached)
-and the score **over the curve** (its average over the evaluation steps, the trapezoid
-area divided by the span, as the AUC column). The unit is the evaluation's success rate
-for tasks whose ``eval.csv`` records one (``success_rate`` in [0, 1]), else the test
-return.
+scores per run, compared at a common step (:attr:`Task.end`): the **final** score (at
+the last step every seed of every curve of the task reached) and the score **over the
+curve** (its average over the evaluation steps up to there, the trapezoid area divided by
+the span, as the AUC column). A method trained longer is thus not ranked above one
+trained less for its extra steps: P(X > Y) between runs of 200 k and of 100 k steps
+would measure the training's length, not the strategy. The unit is the evaluation's
+success rate for tasks whose ``eval.csv`` records one (``success_rate`` in [0, 1]), else
+the test return.
 
 Across tasks, scores are normalised (``docs/decisions.md#normalisation``): a success rate
 is already in [0, 1]; a return R becomes (R − R_random) / (R_reference − R_random) with
@@ -77,10 +80,25 @@ class Task:
     def unit(self) -> str:
         return "success rate" if self.sparse else "return"
 
+    @property
+    def end(self) -> int | None:
+        """The step the scores are taken at: the last that every curve reached; None when
+        some curve's first evaluation comes after another's last (no common span: each
+        is then scored at its own last step)."""
+        end = min(int(curve.steps[-1]) for curve in self.curves)
+        return end if all(curve.steps[0] <= end for curve in self.curves) else None
+
+    def compared(self, curve: Curve) -> Curve:
+        """``curve`` up to :attr:`end`, the part its scores come from."""
+        end = self.end
+        if end is None or curve.steps[-1] <= end:
+            return curve
+        return curve.between(int(curve.steps[0]), end)
+
     def scores(self, score: str) -> dict[str, np.ndarray]:
-        """Per method, the ``score`` (``final`` or ``auc``) of each run."""
+        """Per method, the ``score`` (``final`` or ``auc``) of each run, up to :attr:`end`."""
         result = {}
-        for curve in self.curves:
+        for curve in map(self.compared, self.curves):
             values = curve.success if self.sparse else curve.returns
             result[curve.name] = values[:, -1] if score == "final" else curve.auc_per_seed(values)
         return result

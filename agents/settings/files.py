@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from ..common.bounded_yaml import MAX_CHARS, load_yaml_text
 from ..common.checks import require
 from ..common.errors import ConfigError
 
@@ -57,17 +58,23 @@ def numbers(value: Any) -> Any:
 
 
 def load_yaml(path: str | Path | Traversable) -> dict[str, Any]:
-    """A YAML mapping from ``path``, or a ConfigError saying why it is not one."""
+    """A YAML mapping from ``path``, or a ConfigError saying why it is not one. The file is
+    read no further than a config can be long, and parsed within the bounds of
+    :mod:`agents.common.bounded_yaml`."""
     if isinstance(path, str):
         path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            raw = f.read(MAX_CHARS + 1)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"cannot parse config file {path}: it is not text") from None
     except OSError as err:
         raise ConfigError(f"cannot read config file {path}: {err.strerror}") from None
+    if len(raw) > MAX_CHARS:
+        raise ConfigError(f"cannot parse config file {path}: it is longer than a config can be")
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml_text(text, f"config file {path}")
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
@@ -86,7 +93,7 @@ def parse_set_options(options: list[str]) -> dict[str, Any]:
         key, sep, raw = option.partition("=")
         require(bool(sep) and bool(key), f"--set expects key=value, got {option!r}")
         try:
-            value = numbers(yaml.safe_load(raw)) if raw else ""
+            value = numbers(load_yaml_text(raw, f"--set {key}")) if raw else ""
         except yaml.YAMLError:
             raise ConfigError(f"--set {key}: cannot parse value {raw!r}") from None
         *parents, leaf = key.split(".")
