@@ -110,6 +110,7 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
     """
 
     needs_module_calls = True
+    supports_layer_norm = False
 
     _setting_checks: ClassVar[Checks] = dict(
         lr=require_positive,

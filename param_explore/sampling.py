@@ -103,6 +103,9 @@ class WeightSampling:
     #: a caller does not say (``layer_norm: null``): parameter noise perturbs a
     #: layer-normalised actor (Plappert et al. 2018), every other strategy a plain one.
     default_layer_norm: bool = False
+    #: Whether the strategy trains a network with normalisation layers (noisy K-FAC has
+    #: Kronecker factors for ``nn.Linear`` layers only).
+    supports_layer_norm: bool = True
     #: Environment steps between two calls of :meth:`adapt_noise`; None: never called.
     noise_adaptation_interval: int | None = None
     #: Steps skipped because a gradient was not finite (:func:`skips_non_finite`).

@@ -9,12 +9,12 @@ actions instead:
 * ``ou-action``: Lillicrap et al.'s Ornstein-Uhlenbeck process (θ = 0.15, σ = 0.2).
 
 :func:`resolve_strategy` is the one place a strategy's name is translated: into a
-:class:`Strategy` holding its ``param_explore`` optimizer with complete, checked settings,
-its action noise (if any) with complete, checked settings, and the choices the strategy
-makes where a run does not (a layer-normalised actor, when new weight noise is drawn).
-Nothing is built to check a setting: each optimizer and noise checks its own settings
-before it exists (``checked_settings``). Every learner — the native DDPG, SB3's policy —
-receives the resolved :class:`Strategy`.
+:class:`Strategy`, a record holding its ``param_explore`` optimizer with complete, checked
+settings, its action noise (if any) with complete, checked settings, and the choices the
+strategy makes where a run does not (a layer-normalised actor, when new weight noise is
+drawn). Nothing is built to check a setting: each optimizer and noise checks its own
+settings before it exists (``checked_settings``). Every learner — the native DDPG, SB3's
+policy — receives the resolved :class:`Strategy` and builds from it.
 
 **Adding a strategy.** An optimizer registered in ``param_explore.OPTIMIZERS`` is a
 strategy of the same name; an action-noise baseline is one entry of :data:`ACTION_NOISE`.
@@ -26,10 +26,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
-
-import torch
-from stable_baselines3.common.noise import ActionNoise
-from torch import nn
 
 import param_explore
 
@@ -62,27 +58,14 @@ class Strategy:
     optimizer: str
     #: Its settings, complete (defaults filled in) and checked.
     optimizer_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    #: The action noise's settings, complete and checked; None for a strategy without.
+    #: The action noise's class, and its settings, complete and checked; None for a
+    #: strategy without (weight noise only).
+    noise: type[CheckedActionNoise] | None = None
     action_noise: Mapping[str, Any] | None = None
     #: A LayerNorm after each hidden layer of the actor (never perturbed).
     layer_norm: bool = False
     #: When new weight noise is drawn: every environment ``step`` or every ``episode``.
     resample: Resample = "step"
-
-    def make_optimizer(self, actor: nn.Module) -> param_explore.WeightSampling:
-        """The actor's optimizer, built from the actor's named parameters."""
-        try:
-            return param_explore.make_optimizer(self.optimizer, actor, **self.optimizer_kwargs)
-        except ValueError as err:  # noisy-kfac on a layer-normalised actor
-            raise ConfigError(str(err)) from None
-
-    def make_action_noise(
-        self, action_dim: int, generator: torch.Generator | None = None
-    ) -> ActionNoise | None:
-        """The action-noise process (None for weight-space strategies)."""
-        if self.action_noise is None:
-            return None
-        return ACTION_NOISE[self.name](action_dim, generator=generator, **self.action_noise)
 
     def settings(self) -> dict[str, Any]:
         """The strategy as a run's settings file holds it (the keys it was resolved from)."""
@@ -119,12 +102,19 @@ def resolve_strategy(
         resample in (None, "step", "episode"),
         f"resample must be step or episode, got {resample!r}",
     )
+    layer_norm = cls.default_layer_norm if layer_norm is None else bool(layer_norm)
+    require(
+        not layer_norm or cls.supports_layer_norm,
+        f"{name} trains nn.Linear layers only, so its actor cannot be layer-normalised: "
+        "leave layer_norm out (or false)",
+    )
     return Strategy(
         name=name,
         optimizer=optimizer,
         optimizer_kwargs=kwargs,
+        noise=ACTION_NOISE.get(name),
         action_noise=noise,
-        layer_norm=cls.default_layer_norm if layer_norm is None else bool(layer_norm),
+        layer_norm=layer_norm,
         resample=resample or cls.default_resample,
     )
 

@@ -125,7 +125,10 @@ class DDPG:
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
 
-        self.actor_optimizer = cfg.strategy.make_optimizer(self.actor)
+        strategy = cfg.strategy
+        self.actor_optimizer = param_explore.make_optimizer(
+            strategy.optimizer, self.actor, **strategy.optimizer_kwargs
+        )
         #: When new weight noise is drawn (the strategy's choice unless the settings say).
         self.resample = cfg.strategy.resample
         # torch's fused Adam kernel: one pass over all critic tensors per step. Named, so
@@ -144,7 +147,13 @@ class DDPG:
             self.generator.manual_seed(seed)
         else:
             self.generator.seed()
-        self.action_noise = cfg.strategy.make_action_noise(action_space.shape[0], self.generator)
+        self.action_noise = (
+            None
+            if strategy.noise is None
+            else strategy.noise(
+                action_space.shape[0], generator=self.generator, **strategy.action_noise
+            )
+        )
         #: A curiosity bonus added to replayed rewards (``agents.common.reward_bonus``).
         self.bonus = bonus
         self._action_low, self._action_high = action_space.low, action_space.high

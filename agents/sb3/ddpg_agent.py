@@ -139,8 +139,12 @@ class SB3Agent(SB3RunAgent):
             train_freq=1,
             gradient_steps=config.gradient_steps,
             policy_kwargs=policy_kwargs,
-            action_noise=strategy.make_action_noise(
-                self.env.action_space.shape[0], self._noise_generator
+            action_noise=None
+            if strategy.noise is None
+            else strategy.noise(
+                self.env.action_space.shape[0],
+                generator=self._noise_generator,
+                **strategy.action_noise,
             ),
             seed=seed,
             device=self.device,
