@@ -105,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
     grid.add_argument("--workers", type=int, help="runs in parallel (default 1)")
     grid.add_argument("--backend", choices=["local", "ray"], help="default local")
     grid.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
+    grid.add_argument(
+        "--no-population",
+        dest="population",
+        action="store_false",
+        help="one process per run: by default the runs of a strategy that differ only in "
+        "their seed (and per-member numbers) train together as a population",
+    )
     return parser
 
 
@@ -217,7 +224,9 @@ def _grid(configs: list, args: argparse.Namespace) -> int:
         print(f"  {outcome.run_dir}: {status}", flush=True)
 
     with interrupt_on_signals():
-        outcomes = run_grid(configs, workers, args.backend or "local", args.address, report)
+        outcomes = run_grid(
+            configs, workers, args.backend or "local", args.address, report, args.population
+        )
     failed = [o for o in outcomes if not o.ok]
     print(f"{total - len(failed)} of {total} runs finished, {len(failed)} failed")
     for env_dir in sorted({Path(c.logdir) / c.env for c in configs}):

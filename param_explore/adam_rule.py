@@ -32,6 +32,7 @@ from .traceable import (
     UntraceableOptimizerError,
     at_mean,
     group_names,
+    lerp_,
     single_group,
 )
 
@@ -81,7 +82,7 @@ def adam_update_(
     """
     if mode == "traced":  # plain ops, the numbers are tensors
         for x, g, m, s in zip(xs, grads, exp_avgs, exp_avg_sqs):
-            m.lerp_(g + c.decay * x, c.m_weight)
+            lerp_(m, g + c.decay * x, c.m_weight)
             s.mul_(c.beta2).add_(c.s_weight * g * g)
             x.sub_(c.step_size * m / (s.sqrt() + c.eps))
         return

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from .sampling import WeightSampling
-from .traceable import Mode, StateTensors
+from .traceable import Mode, StateTensors, lerp_
 from .validation import Checks, require_betas, require_non_negative, require_positive
 
 
@@ -246,6 +246,6 @@ def noisy_adam_update_(
         return
     thetas = xs if thetas is None else thetas
     for x, g, theta, m, f in zip(xs, grads, thetas, exp_avgs, fishers):
-        m.lerp_(g if thetas is xs else g + c.gamma_in * theta, c.m_weight)
+        lerp_(m, g if thetas is xs else g + c.gamma_in * theta, c.m_weight)
         f.mul_(c.f_decay).add_(c.f_weight * g * g)
         x.sub_(c.step_size * m / (f + c.damping))

@@ -88,6 +88,13 @@ class TraceableStep:
             state["step"] += 1
 
 
+def lerp_(start: Tensor, end: Tensor, weight: Tensor) -> Tensor:
+    """``start.lerp_(end, weight)`` in ops that broadcast and batch: torch's formula for
+    weights below ½, start + w·(end − start) (a vmapped ``lerp_`` with a tensor weight has
+    no batching rule and would loop over the members)."""
+    return start.add_(weight * (end - start))
+
+
 def at_mean(params: list[Tensor], state: StateTensors, c: Coefficients) -> list[Tensor]:
     """The training point of strategies trained at μ (plain, parameter noise)."""
     return params

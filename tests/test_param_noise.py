@@ -177,7 +177,8 @@ def test_a_strategys_actor_is_the_same_from_the_cli_python_and_sb3(strategy, nor
 
 
 def test_noisy_kfac_refuses_a_layer_normalised_actor_clearly():
-    with pytest.raises(ConfigError, match=r"noisy-kfac trains nn\.Linear layers only, so its actor"):
+    message = r"noisy-kfac trains nn\.Linear layers only, so its actor"
+    with pytest.raises(ConfigError, match=message):
         agent("noisy-kfac", layer_norm=True)
 
 

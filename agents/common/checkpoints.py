@@ -59,11 +59,27 @@ def atomic_write(path: str | Path) -> Iterator[Path]:
 def write_checkpoint(state: Mapping[str, Any], path: str | Path) -> None:
     """``torch.save(state)`` to ``path`` atomically and durably (flushed to the disk before
     the rename). Through a Python file, so that a full disk is an ``OSError`` (ENOSPC)
-    rather than torch's ``unexpected pos`` from its own writer."""
+    rather than torch's ``unexpected pos`` from its own writer. A tensor that is a view of
+    a larger one (a population's member's slice of its stacked tensors) is saved as itself,
+    not with the storage it shares."""
     with atomic_write(path) as tmp, open(tmp, "wb") as f:
-        torch.save(dict(state), f)
+        torch.save(_compact(dict(state)), f)
         f.flush()
         os.fsync(f.fileno())
+
+
+def _compact(value: Any) -> Any:
+    """``value`` with every tensor that views a larger storage replaced by a copy of its
+    own elements (``torch.save`` writes a view's whole storage)."""
+    if torch.is_tensor(value):
+        shared = value.untyped_storage().nbytes() > value.numel() * value.element_size()
+        return value.clone() if shared else value
+    if isinstance(value, Mapping):
+        return {key: _compact(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        items = [_compact(item) for item in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    return value
 
 
 def read_checkpoint(

@@ -28,7 +28,7 @@ import math
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -69,6 +69,15 @@ _CHECKED_STATE = (
 )
 
 
+class Transition(NamedTuple):
+    """The env's answer to one action."""
+
+    next_obs: np.ndarray
+    reward: float
+    terminated: bool
+    truncated: bool
+
+
 class DDPG:
     """Deep deterministic policy gradient with parameter-space exploration.
 
@@ -92,8 +101,11 @@ class DDPG:
         seed: int | None = None,
         device: str | torch.device = "auto",
         bonus: RewardBonus | None = None,
+        replay_buffer: ReplayBuffer | None = None,
         **overrides: Any,
     ) -> None:
+        """``replay_buffer``: one allocated already (a population's member's rows of its
+        stacked buffer, :meth:`ReplayBuffer.stacked`), of ``buffer_size`` rows."""
         if overrides:  # resolved once more only for what the caller changes here
             base = config.values() if config is not None else {}
             config = DDPGSettings.from_values({**base, **overrides})
@@ -106,8 +118,11 @@ class DDPG:
 
         obs_dim = self.env.observation_space.shape[0]
         action_space = self.env.action_space
-        # before allocating
-        check_memory(cfg.memory_needs(obs_dim, action_space.shape[0]), self.device)
+        # before allocating (a buffer that was given is allocated already)
+        needs = cfg.memory_needs(obs_dim, action_space.shape[0])
+        if replay_buffer is not None:
+            needs = [need for need in needs if need.setting != "buffer_size"]
+        check_memory(needs, self.device)
         if seed is not None:
             torch.manual_seed(seed)
             action_space.seed(seed)
@@ -137,9 +152,11 @@ class DDPG:
             self.critic.named_parameters(), lr=cfg.critic_lr, fused=True
         )
         self.critic_optimizer.register_load_state_dict_pre_hook(param_explore.state_by_name)
-        self.buffer = ReplayBuffer(
-            cfg.buffer_size, obs_dim, action_space.shape[0], device=self.device
-        )
+        if replay_buffer is None:
+            replay_buffer = ReplayBuffer(
+                cfg.buffer_size, obs_dim, action_space.shape[0], device=self.device
+            )
+        self.buffer = replay_buffer
         # One generator for everything the agent draws (minibatches, weight noise), so a
         # checkpoint captures the agent's randomness in one state.
         self.generator = torch.Generator(device=self.device)
@@ -201,7 +218,10 @@ class DDPG:
 
     def _exploration_action(self, obs: np.ndarray) -> np.ndarray:
         """The behaviour policy: θ's action, plus action noise for the action baselines."""
-        action = self.predict(obs, deterministic=False)
+        return self._with_action_noise(self.predict(obs, deterministic=False))
+
+    def _with_action_noise(self, action: np.ndarray) -> np.ndarray:
+        """The policy's action plus the action noise, if the strategy adds any, clipped."""
         if self.action_noise is None:
             return action
         noisy = action + self.action_noise() * self._action_scale  # noise in [-1, 1] units
@@ -245,12 +265,33 @@ class DDPG:
         return self
 
     def _environment_step(self, callback: Callback) -> None:
-        cfg = self.config
+        self._begin_step()
+        action = self._exploration_action(self._obs)
+        done = self._act(action)
+        if len(self.buffer) > self.config.learning_starts:
+            for _ in range(self.config.gradient_steps):
+                self.train_step()
+        self._after_updates(done, callback)
+
+    # The phases of one environment step, apart so that a population of members
+    # (:mod:`agents.ddpg.population`) runs each member's own and batches the rest.
+    def _begin_step(self) -> None:
+        """A new episode if the last one ended; new weight noise (per step)."""
         if self._obs is None:
             self._reset_episode()
         if self.resample == "step":
             self.actor_optimizer.resample_noise(self.generator)
-        action = self._exploration_action(self._obs)
+
+    def _act(self, action: np.ndarray) -> bool:
+        """Take ``action`` in the env and store the transition (checked); whether the
+        episode ended."""
+        transition = self._transition(action)
+        next_obs, reward, terminated, _ = transition
+        self.buffer.add(self._obs, action, reward, next_obs, terminated)
+        return self._record(action, transition)
+
+    def _transition(self, action: np.ndarray) -> Transition:
+        """The env's answer to ``action``, every number checked finite."""
         if not np.isfinite(action).all():
             raise self._non_finite_action(action)
         try:
@@ -260,24 +301,29 @@ class DDPG:
                 f"{self.env_id} raised {type(err).__name__}: {err} at step {self.num_timesteps + 1}"
             ) from err
         self._check_finite(next_obs, reward)
-        self.buffer.add(self._obs, action, float(reward), next_obs, terminated)
+        return Transition(next_obs, float(reward), bool(terminated), bool(truncated))
+
+    def _record(self, action: np.ndarray, transition: Transition) -> bool:
+        """After the transition is stored: the bonus's pool, the counters; whether the
+        episode ended."""
+        next_obs, reward, terminated, truncated = transition
         if self.bonus is not None:
             self.bonus.add(self._obs, action, next_obs)
             if self.bonus.due():
                 self.bonus.fit()
         self.num_timesteps += 1
-        self._episode_return += float(reward)
+        self._episode_return += reward
         self._episode_length += 1
         self._obs = next_obs
+        return terminated or truncated
 
-        if len(self.buffer) > cfg.learning_starts:
-            for _ in range(cfg.gradient_steps):
-                self.train_step()
+    def _after_updates(self, done: bool, callback: Callback) -> None:
+        """The strategy's noise adaptation when due; the episode's end."""
         interval = self.actor_optimizer.noise_adaptation_interval
-        if interval and self.num_timesteps % interval == 0 and len(self.buffer) >= cfg.batch_size:
+        enough = len(self.buffer) >= self.config.batch_size
+        if interval and self.num_timesteps % interval == 0 and enough:
             self._adapt_noise()
-
-        if terminated or truncated:
+        if done:
             self.num_episodes += 1
             callback.on_episode_end(self, self._episode_return, self._episode_length)
             self._obs = None

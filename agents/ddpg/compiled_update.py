@@ -25,13 +25,16 @@ compare them over several steps for every traceable strategy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, fx, nn
 from torch._guards import TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.func import functional_call, functionalize, grad_and_value
+from torch.func import functional_call, functionalize, grad_and_value, vmap
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
@@ -45,7 +48,7 @@ from param_explore.traceable import (
 
 from .compile_cache import kernel_cache_dir
 from .replay_buffer import Batch
-from .update import LossOf, UpdateState, UpdateTensors, ddpg_update
+from .update import LossOf, UpdateSettings, UpdateState, UpdateTensors, ddpg_update
 
 
 def inductor_compile(graph: fx.GraphModule, inputs: list[Tensor]) -> Callable[..., object]:
@@ -71,13 +74,64 @@ def inductor_compile(graph: fx.GraphModule, inputs: list[Tensor]) -> Callable[..
         return torch._inductor.compile(graph, inputs)
 
 
+def _settings_key(learner: UpdateState, name: str) -> tuple:
+    """An optimizer's settings as a hashable value (its groups' but their parameters)."""
+    optimizer = learner.critic_optimizer if name == "critic" else learner.actor_optimizer
+    return tuple(
+        tuple(sorted((k, repr(v)) for k, v in group.items() if k not in ("params", "param_names")))
+        for group in optimizer.param_groups
+    )
+
+
 class CompilationError(RuntimeError):
     """Tracing or compiling the update failed (nothing was changed)."""
 
 
+@dataclass
+class GraphState:
+    """What the update graph reads and writes besides the minibatch and the step's numbers:
+    one learner's own tensors, or the tensors of a population's members stacked along a
+    leading member dimension (each member's own tensors are views of them)."""
+
+    critic: list[Tensor]
+    actor: list[Tensor]
+    target_critic: list[Tensor]
+    target_actor: list[Tensor]
+    loss_sums: Tensor
+    critic_state: StateTensors
+    actor_state: StateTensors
+    actor_buffers: dict[str, Tensor]
+    #: Set by the graph: whether the critic's and the actor's steps were applied (both are
+    #: skipped for a non-finite loss or gradient), (2,) or (members, 2).
+    applied: Tensor
+
+    @classmethod
+    def of(cls, learner: UpdateState, critic: TraceableStep, actor: TraceableStep) -> GraphState:
+        """One learner's own tensors (the steps' states are its optimizers')."""
+        t = learner.tensors()
+        return cls(
+            [p.detach() for p in t.critic],
+            [p.detach() for p in t.actor],
+            [p.detach() for p in t.target_critic],
+            [p.detach() for p in t.target_actor],
+            t.loss_sums,
+            critic.state,
+            actor.state,
+            {n: b.detach() for n, b in learner.actor.named_buffers()},
+            torch.ones(2, device=t.loss_sums.device),
+        )
+
+    def leaves(self) -> dict:
+        """The tensors by field (themselves, not copies: the graph updates them in place)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
 class CompiledUpdate:
     """:func:`agents.ddpg.update.ddpg_update` on an :class:`UpdateState`, compiled; call with a
-    minibatch.
+    minibatch. With several learners — a population's members, whose tensors are views of
+    a :class:`GraphState` stacked along a leading member dimension — it is the same traced
+    function vmapped over that dimension: one graph for every member, each member with its
+    own step numbers (its settings, its step counts), minibatch and skips.
 
     Raises ``param_explore.traceable.UntraceableOptimizerError`` when the actor's
     strategy has no traced form (the agent then trains eagerly).
@@ -92,112 +146,169 @@ class CompiledUpdate:
         inductor_compile
     )
 
-    def __init__(self, learner: UpdateState) -> None:
-        self._learner = learner
+    def __init__(
+        self,
+        learner: UpdateState | Sequence[UpdateState],
+        stacked: Callable[[], GraphState] | None = None,
+        applied: Callable[[np.ndarray], None] | None = None,
+    ) -> None:
+        """``learner``: one learner; or a population's members with ``stacked``, which gives
+        their stacked :class:`GraphState` (again after a member's state was replaced), and
+        ``applied``, told after every update which member's critic and actor steps were
+        applied (a (members, 2) array): it counts the steps and skips, all members at once."""
+        self._learners = [learner] if isinstance(learner, UpdateState) else list(learner)
+        self._stacked = stacked
+        self._on_applied = applied
         self._coefficient_layout: dict[str, pytree.TreeSpec] = {}
         self._compiled: Callable[..., object] | None = None
-        #: Set by the graph: whether the critic's and the actor's steps were applied
-        #: (both are skipped for a non-finite loss or gradient).
-        self._applied = torch.ones(2, device=learner.loss_sums.device)
         self.bind()
+
+    @property
+    def _population(self) -> bool:
+        return self._stacked is not None
 
     def bind(self) -> None:
         """Collect the tensors the graph reads and updates, and the step numbers.
 
         Call again whenever the optimizers' state may have been replaced or stepped
         outside this graph (``DDPG.load_state_dict`` does)."""
-        learner = self._learner
-        self._critic_step = adam_traceable_step(learner.critic_optimizer)
-        self._actor_step = learner.actor_optimizer.traceable_step()
-        for step in (self._critic_step, self._actor_step):
-            if step.names is None:  # the graph calls the networks by parameter name
-                raise UntraceableOptimizerError(
-                    "a compiled update needs optimizers built from named parameters"
-                )
+        self._steps = []
+        for learner in self._learners:
+            steps = {
+                "critic": adam_traceable_step(learner.critic_optimizer),
+                "actor": learner.actor_optimizer.traceable_step(),
+            }
+            for step in steps.values():
+                if step.names is None:  # the graph calls the networks by parameter name
+                    raise UntraceableOptimizerError(
+                        "a compiled update needs optimizers built from named parameters"
+                    )
+            self._steps.append(steps)
         # Step numbers are read from the optimizers' state once and then counted here:
         # reading a step tensor on a GPU every update would synchronise with it.
-        self._next_steps = {
-            "critic": self._critic_step.next_step(),
-            "actor": self._actor_step.next_step(),
-        }
-        t = learner.tensors()
-        self._state = {
-            "tensors": [[p.detach() for p in ps] for ps in
-                        (t.critic, t.actor, t.target_critic, t.target_actor)],
-            "loss_sums": t.loss_sums,
-            "critic_state": self._critic_step.state,
-            "actor_state": self._actor_step.state,
-            "actor_buffers": {n: b.detach() for n, b in learner.actor.named_buffers()},
-            "applied": self._applied,
-        }  # fmt: skip
+        self._next_steps = np.array(
+            [[steps["critic"].next_step(), steps["actor"].next_step()] for steps in self._steps]
+        )
+        # The numbers of a step depend on an optimizer's settings and the step's count only:
+        # a population computes them once per distinct pair (its members mostly share both;
+        # their settings are fixed while they train). One learner computes them every step,
+        # so that a learning rate changed meanwhile takes effect.
+        self._settings_keys = [
+            {name: _settings_key(learner, name) for name in ("critic", "actor")}
+            for learner in self._learners
+        ]
+        self._numbers: dict[tuple, list[float]] = {}
+        #: The last packed numbers of each optimizer, with the step counts they are of.
+        self._packed_numbers: dict[str, tuple[bytes, Tensor]] = {}
+        first = self._steps[0]
+        if self._stacked is None:
+            self._state = GraphState.of(self._learners[0], first["critic"], first["actor"])
+        else:
+            self._state = self._stacked()
+        self._update_numbers = self._packed(
+            [[learner.settings.gamma, learner.settings.tau] for learner in self._learners]
+        )
         # The leaves the graph reads every call, flattened once; the minibatch and the
         # step's numbers are appended per call.
-        self._static_inputs = pytree.tree_leaves(self._state)
+        self._static_inputs = pytree.tree_leaves(self._state.leaves())
 
-    def _coefficients(self, name: str, step: TraceableStep) -> Tensor:
-        """The numbers of ``step``'s coming step in one tensor (their layout remembered)."""
-        numbers, layout = pytree.tree_flatten(step.coefficients(self._next_steps[name]))
-        self._coefficient_layout.setdefault(name, layout)  # the graph's, fixed at tracing
-        return torch.tensor(numbers, dtype=torch.float32, device=self._applied.device)
+    def coefficients(self, name: str) -> Tensor:
+        """The numbers of every learner's coming step of optimizer ``name`` in one tensor,
+        (k,) or (members, k) (their layout remembered): what the update reads, and a
+        population's acting (θ from σ) too."""
+        column = ("critic", "actor").index(name)
+        counts = self._next_steps[:, column].tobytes()
+        last = self._packed_numbers.get(name)
+        if self._population and last is not None and last[0] == counts:
+            return last[1]  # acting and the update read the same step's numbers
+        rows = []
+        for steps, keys, next_steps in zip(self._steps, self._settings_keys, self._next_steps):
+            key = (name, keys[name], int(next_steps[column]))
+            numbers = self._numbers.get(key) if self._population else None
+            if numbers is None:
+                numbers, layout = pytree.tree_flatten(steps[name].coefficients(key[2]))
+                self._coefficient_layout.setdefault(name, layout)  # the graph's, fixed
+                self._numbers[key] = numbers
+            rows.append(numbers)
+        packed = self._packed(rows)
+        self._packed_numbers[name] = (counts, packed)
+        return packed
+
+    def _packed(self, rows: list[list[float]]) -> Tensor:
+        packed = torch.tensor(rows, dtype=torch.float32, device=self._state.applied.device)
+        return packed if self._population else packed[0]
 
     @torch.no_grad()
     def __call__(self, batch: Batch) -> None:
-        """One update. The first call compiles; if that fails it raises
+        """One update (of every member). The first call compiles; if that fails it raises
         :class:`CompilationError` having changed nothing."""
-        coefficients = [
-            self._coefficients("critic", self._critic_step),
-            self._coefficients("actor", self._actor_step),
-        ]
+        coefficients = [self.coefficients("critic"), self.coefficients("actor")]
+        coefficients.append(self._update_numbers)
+        self._coefficient_layout.setdefault("update", None)
         inputs = [*self._static_inputs, *batch, *coefficients]
         if self._compiled is None:
-            self._compile(
-                inputs, {"state": self._state, "batch": list(batch), "coefficients": coefficients}
-            )
+            tree = {
+                "state": self._state.leaves(),
+                "batch": list(batch),
+                "coefficients": coefficients,
+            }
+            self._compile(inputs, tree)
         self._compiled(*inputs)
         # A skipped step changed no tensor, so its step count stays too. Reading the flags
         # is free on a CPU (a sync on a GPU).
-        critic_applied, actor_applied = self._applied.tolist()
+        applied = self._state.applied.reshape(-1, 2).cpu().numpy().astype(np.int64)
+        self._next_steps += applied
+        if self._on_applied is not None:
+            self._on_applied(applied)
+            return
+        (critic_applied, actor_applied), learner = applied[0], self._learners[0]
         if not actor_applied:
-            self._learner.skipped += 1
-        for name, step, applied in (
-            ("critic", self._critic_step, critic_applied),
-            ("actor", self._actor_step, actor_applied),
-        ):
-            if applied:
-                step.advance()
-                self._next_steps[name] += 1
+            learner.skipped += 1
+        for name, done in (("critic", critic_applied), ("actor", actor_applied)):
+            if done:
+                self._steps[0][name].advance()
 
     def _compile(self, inputs: list[Tensor], tree: dict) -> None:
         leaves, self._spec = pytree.tree_flatten(tree)
         assert all(a is b for a, b in zip(leaves, inputs, strict=True))
+        function = vmap(self._traced) if self._population else self._traced
         try:
-            update = functionalize(self._traced, remove="mutations")
+            update = functionalize(function, remove="mutations")
             traced = make_fx(update, tracing_mode="fake")(*inputs)
             _skip_unused_columns(traced)
-            self._compiled = type(self).backend(traced, inputs)
+            backend = vars(self).get("backend", type(self).backend)  # an instance's own first
+            self._compiled = backend(traced, inputs)
         except Exception as err:  # a missing C++ compiler, an unsupported op, ...
             raise CompilationError(f"{type(err).__name__}: {str(err).strip()[:500]}") from err
 
     def _traced(self, *flat: Tensor) -> tuple[()]:
-        """:func:`ddpg_update` on the graph's inputs (traced once, with fake tensors)."""
+        """:func:`ddpg_update` on one learner's graph inputs (traced once, with fake tensors;
+        vmapped over a population's members)."""
         inputs = pytree.tree_unflatten(list(flat), self._spec)
-        critic_c, actor_c = (
+        critic_c, actor_c, update_c = (
             pytree.tree_unflatten(list(packed.unbind()), self._coefficient_layout[name])
-            for name, packed in zip(("critic", "actor"), inputs["coefficients"])
+            if self._coefficient_layout[name] is not None
+            else packed.unbind()
+            for name, packed in zip(("critic", "actor", "update"), inputs["coefficients"])
         )
         s = inputs["state"]
-        tensors = UpdateTensors(*s["tensors"], s["loss_sums"])
+        first, steps = self._learners[0], self._steps[0]
+        tensors = UpdateTensors(
+            s["critic"], s["actor"], s["target_critic"], s["target_actor"], s["loss_sums"]
+        )
         run = TracedExecution(
-            self._learner.critic,
-            self._learner.actor,
-            self._critic_step.names,
-            self._actor_step.names,
+            first.critic,
+            first.actor,
+            steps["critic"].names,
+            steps["actor"].names,
             s["actor_buffers"],
-            (self._critic_step, s["critic_state"], critic_c),
-            (self._actor_step, s["actor_state"], actor_c),
+            (steps["critic"], s["critic_state"], critic_c),
+            (steps["actor"], s["actor_state"], actor_c),
             s["applied"],
         )
-        ddpg_update(tensors, inputs["batch"], self._learner.settings, run)
+        gamma, tau = update_c
+        settings = UpdateSettings(gamma, tau, first.settings.reduction)
+        ddpg_update(tensors, inputs["batch"], settings, run)
         return ()
 
 
@@ -266,7 +377,8 @@ class TracedExecution:
         self, targets: list[Tensor], online: list[Tensor], tau: float, ok: Tensor
     ) -> None:
         for target, param in zip(targets, online):
-            target.copy_(torch.where(ok, target.lerp(param, tau), target))
+            moved = target + tau * (param - target)  # lerp's formula for τ < ½, batchable
+            target.copy_(torch.where(ok, moved, target))
 
     def add_losses(self, sums: Tensor, values: Tensor, ok: Tensor) -> None:
         sums.add_(torch.where(ok, values, torch.zeros_like(values)))

@@ -36,18 +36,54 @@ class ReplayBuffer(RingBuffer):
         obs_dim: int,
         action_dim: int,
         device: torch.device | str = "cpu",
+        storage: dict[str, Tensor] | None = None,
     ) -> None:
+        """Preallocated tensors of ``capacity`` rows; or, with ``storage``, these tensors
+        (one member's rows of a population's stacked buffer, :meth:`stacked`)."""
         if capacity <= 0:
             raise ValueError(f"buffer_size must be > 0, got {capacity}")
         self.capacity = capacity
         self.device = torch.device(device)
-        self.obs = torch.zeros((capacity, obs_dim), dtype=torch.float32, device=self.device)
-        self.next_obs = torch.zeros_like(self.obs)
-        self.actions = torch.zeros((capacity, action_dim), dtype=torch.float32, device=self.device)
-        self.rewards = torch.zeros(capacity, dtype=torch.float32, device=self.device)
-        self.terminated = torch.zeros(capacity, dtype=torch.float32, device=self.device)
+        if storage is None:
+            storage = {
+                name: torch.zeros(shape, dtype=torch.float32, device=self.device)
+                for name, shape in self.shapes(capacity, obs_dim, action_dim).items()
+            }
+        for name in self.fields:
+            setattr(self, name, storage[name])
         self.position = 0
         self.size = 0
+
+    @staticmethod
+    def shapes(capacity: int, obs_dim: int, action_dim: int) -> dict[str, tuple[int, ...]]:
+        return {
+            "obs": (capacity, obs_dim),
+            "actions": (capacity, action_dim),
+            "rewards": (capacity,),
+            "next_obs": (capacity, obs_dim),
+            "terminated": (capacity,),
+        }
+
+    @classmethod
+    def stacked(
+        cls,
+        members: int,
+        capacity: int,
+        obs_dim: int,
+        action_dim: int,
+        device: torch.device | str = "cpu",
+    ) -> tuple[dict[str, Tensor], list[ReplayBuffer]]:
+        """One buffer per member whose tensors are views of ``members``-stacked storage
+        (allocated once, never copied): the storage and the members' buffers."""
+        storage = {
+            name: torch.zeros((members, *shape), dtype=torch.float32, device=device)
+            for name, shape in cls.shapes(capacity, obs_dim, action_dim).items()
+        }
+        buffers = [
+            cls(capacity, obs_dim, action_dim, device, {k: v[i] for k, v in storage.items()})
+            for i in range(members)
+        ]
+        return storage, buffers
 
     def add(
         self,

@@ -1,9 +1,16 @@
 """Grids of runs (strategies × seeds), on local processes or a Ray cluster.
 
-Every run of a grid is an ordinary :func:`agents.runs.train.train` call with ``resume=True``:
-a finished run is skipped, an unfinished one continues from its checkpoint, a new one
-starts. Re-running the same command therefore completes an interrupted grid without
-redoing anything. A failing run is reported and does not stop the others.
+Every run of a grid is an ordinary run with ``resume=True``: a finished run is skipped, an
+unfinished one continues from its checkpoint, a new one starts. Re-running the same
+command therefore completes an interrupted grid without redoing anything. A failing run is
+reported and does not stop the others.
+
+**Populations.** Runs of the native DDPG that differ only in their seed and in settings the
+update takes as numbers (:func:`agents.runs.population_run.population_key`) train together,
+as one population per task (:mod:`agents.ddpg.population`): each still writes its own run
+directory. A grid's populations are as large as the memory allows (every member's
+estimate, for the workers running at once) and split so that every worker has one;
+``population=False`` (``--no-population``) runs every run as a process of its own.
 
 Local backend: ``workers`` spawned processes, each limited to ``cores // workers`` torch
 threads so that the workers together do not oversubscribe the machine (two one-thread
@@ -76,24 +83,62 @@ def threads_per_worker(workers: int) -> int:
     return min(share, limit)
 
 
-def run_one(config: RunSettings, threads: int) -> RunOutcome:
-    """Train one configuration (resuming it if it has a checkpoint); never raises."""
+def run_task(configs: list[RunSettings], threads: int) -> list[RunOutcome]:
+    """Train one run, or a population of runs (resuming each that has a checkpoint);
+    never raises."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
     import torch
 
+    from .population_run import train_population
     from .train import train
 
     torch.set_num_threads(threads)
     if stop_requested() is not None:  # the grid is stopping: a queued run never starts
-        return RunOutcome(str(config.run_dir()), False, "not started (interrupted)")
+        return [RunOutcome(str(c.run_dir()), False, "not started (interrupted)") for c in configs]
     try:
-        train(config, resume=True, progress=False)
+        if len(configs) == 1:
+            train(configs[0], resume=True, progress=False)
+            return [RunOutcome(str(configs[0].run_dir()), True, "done")]
+        outcomes = train_population(configs, resume=True, progress=False)
     except KeyboardInterrupt:
-        return RunOutcome(str(config.run_dir()), False, "interrupted; checkpoint written")
+        return [RunOutcome(str(c.run_dir()), False, "interrupted; checkpoint written")
+                for c in configs]  # fmt: skip
     except Exception as err:  # one failing run must not stop the grid
-        detail = traceback.format_exception_only(type(err), err)[-1].strip()
-        return RunOutcome(str(config.run_dir()), False, detail)
-    return RunOutcome(str(config.run_dir()), True, "done")
+        return [RunOutcome(str(c.run_dir()), False, _detail(err)) for c in configs]
+    return [
+        RunOutcome(str(o.run_dir), o.error is None, "done" if o.error is None else _detail(o.error))
+        for o in outcomes
+    ]
+
+
+def _detail(err: BaseException) -> str:
+    return traceback.format_exception_only(type(err), err)[-1].strip()
+
+
+def plan_tasks(
+    configs: list[RunSettings], workers: int, population: bool = True
+) -> list[list[RunSettings]]:
+    """The grid's tasks: populations of the runs that can share one (in the grid's order),
+    each as large as memory allows for ``workers`` running at once, split until every
+    worker has a task; every other run a task of its own."""
+    from .population_run import can_be_populated, population_key, population_size
+
+    if not population:
+        return [[config] for config in configs]
+    groups: dict[object, list[RunSettings]] = {}
+    for config in configs:
+        key = population_key(config) if can_be_populated(config) else id(config)
+        groups.setdefault(key, []).append(config)
+    tasks = []
+    for group in groups.values():
+        size = population_size(group, workers)
+        tasks += [group[i : i + size] for i in range(0, len(group), size)]
+    while len(tasks) < workers and max(map(len, tasks)) > 1:
+        largest = max(tasks, key=len)
+        tasks.remove(largest)
+        half = (len(largest) + 1) // 2
+        tasks += [largest[:half], largest[half:]]
+    return tasks
 
 
 def check_distinct(configs: list[RunSettings]) -> None:
@@ -106,19 +151,20 @@ def check_distinct(configs: list[RunSettings]) -> None:
         )
 
 
-def _run_local(configs: list[RunSettings], workers: int, report: Callable) -> list[RunOutcome]:
+def _run_local(tasks: list[list[RunSettings]], workers: int, report: Callable) -> list[RunOutcome]:
     threads = threads_per_worker(workers)
-    outcomes = []
+    outcomes: list[RunOutcome] = []
     pool = ProcessPoolExecutor(
         max_workers=workers, mp_context=get_context("spawn"), initializer=install_for_grid_worker
     )
     futures, reported = [], set()
     try:
-        futures += [pool.submit(run_one, c, threads) for c in configs]
+        futures += [pool.submit(run_task, task, threads) for task in tasks]
         for future in as_completed(futures):
             reported.add(future)
-            outcomes.append(future.result())
-            report(outcomes[-1])
+            for outcome in future.result():
+                outcomes.append(outcome)
+                report(outcome)
     except KeyboardInterrupt as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
         _stop_workers(pool, signum)
@@ -126,7 +172,8 @@ def _run_local(configs: list[RunSettings], workers: int, report: Callable) -> li
             if future in reported or not future.done() or future.cancelled():
                 continue
             if future.exception() is None:
-                report(future.result())
+                for outcome in future.result():
+                    report(outcome)
         raise RunInterrupted(signum) from None
     pool.shutdown()
     return outcomes
@@ -148,7 +195,7 @@ def _stop_workers(pool: ProcessPoolExecutor, signum: int) -> None:
 
 
 def _run_ray(
-    configs: list[RunSettings], workers: int, address: str | None, report: Callable
+    tasks: list[list[RunSettings]], workers: int, address: str | None, report: Callable
 ) -> list[RunOutcome]:
     try:
         import ray
@@ -157,7 +204,7 @@ def _run_ray(
             "--backend ray needs Ray: pip install -e '.[ray]' (or pip install ray)"
         ) from None
     threads = threads_per_worker(workers)
-    cpus = cores_per_worker(workers)  # Ray's slot: ``workers`` runs at a time on one machine
+    cpus = cores_per_worker(workers)  # Ray's slot: ``workers`` tasks at a time on one machine
     started_here = not ray.is_initialized()
     if started_here:
         _check_reachable(address)
@@ -166,14 +213,15 @@ def _run_ray(
         except ConnectionError as err:
             raise ConfigError(f"cannot reach the Ray cluster at {address}: {err}") from None
     try:
-        remote = ray.remote(num_cpus=cpus)(run_one)
-        pending = [remote.remote(c, threads) for c in configs]
-        outcomes = []
+        remote = ray.remote(num_cpus=cpus)(run_task)  # one Ray task per run or population
+        pending = [remote.remote(task, threads) for task in tasks]
+        outcomes: list[RunOutcome] = []
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
-                outcomes.append(ray.get(done[0]))
-                report(outcomes[-1])
+                for outcome in ray.get(done[0]):
+                    outcomes.append(outcome)
+                    report(outcome)
         except KeyboardInterrupt as stop:
             for ref in pending:  # a running task gets KeyboardInterrupt: it checkpoints
                 ray.cancel(ref)
@@ -190,16 +238,19 @@ def run_grid(
     backend: str = "local",
     address: str | None = None,
     report: Callable[[RunOutcome], None] = lambda outcome: None,
+    population: bool = True,
 ) -> list[RunOutcome]:
-    """Run every configuration; ``report`` is called as each run finishes."""
+    """Run every configuration, as populations where they can share one (``population``);
+    ``report`` is called as each run finishes."""
     if workers <= 0:
         raise ConfigError(f"--workers must be > 0, got {workers}")
     check_distinct(configs)
-    if backend == "ray":
-        return _run_ray(configs, workers, address, report)
-    if backend != "local":
+    if backend not in ("local", "ray"):
         raise ConfigError(f"unknown backend {backend!r}; choose local or ray")
-    return _run_local(configs, workers, report)
+    tasks = plan_tasks(configs, workers, population)
+    if backend == "ray":
+        return _run_ray(tasks, workers, address, report)
+    return _run_local(tasks, workers, report)
 
 
 def _check_reachable(address: str | None, timeout: float = 5.0) -> None:

@@ -5,6 +5,9 @@ directory (:mod:`agents.runs.layout`), with periodic evaluation, logging and che
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import gymnasium as gym
@@ -54,12 +57,27 @@ def train(
     """
     run_dir = config.run_dir()
     agent = make_agent(config, env)  # errors in the settings or the env: nothing written yet
+    with stop_on_signals(), locked_run_dir(run_dir):
+        run = open_run(config, agent, run_dir, resume, progress)
+        if run is None:
+            return run_dir
+        try:
+            agent.learn(config.total_steps - agent.num_timesteps, run.callback)
+        except (NonFiniteDataError, EnvironmentFailure, OSError) as stop:
+            close_run(run, stop)
+        return close_run(run)
+
+
+@contextmanager
+def locked_run_dir(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir``'s lock (creating it) for the block; the directories the block
+    created and left empty (a run that failed before its first step) are removed after."""
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirectoryError(f"{run_dir} is a file, not a run directory")
     new_dirs = [d for d in (run_dir, *run_dir.parents) if not d.exists()]
     try:
-        with stop_on_signals(), run_dir_lock(run_dir):
-            return _train_locked(config, agent, run_dir, resume, progress)
+        with run_dir_lock(run_dir):
+            yield
     except OSError as err:
         raise RunDirectoryError(os_error_message(err, "cannot write")) from None
     finally:
@@ -70,9 +88,25 @@ def train(
                 break
 
 
-def _train_locked(
+@dataclass
+class OpenRun:
+    """A run ready to learn: its (locked) directory checked and prepared, its learner
+    loaded from its checkpoint or checkpointed at step 0, its callback and log open."""
+
+    config: RunSettings
+    agent: RunnableAgent
+    run_dir: Path
+    callback: RunCallback
+    resume_step: int | None
+    #: The directory's files before this call (a new run that fails removes the others).
+    before: set[Path]
+
+
+def open_run(
     config: RunSettings, agent: RunnableAgent, run_dir: Path, resume: bool, progress: bool
-) -> Path:
+) -> OpenRun | None:
+    """Check and prepare a locked run directory for ``agent`` (see :func:`train`); None
+    when the run is complete already."""
     checkpoint_path = run_dir / CHECKPOINT_DIR / agent.checkpoint_name
     legacy = run_dir / CHECKPOINT_DIR / LEGACY_SB3_CHECKPOINT
     if config.engine == "sb3" and legacy.exists() and not checkpoint_path.exists():
@@ -95,7 +129,7 @@ def _train_locked(
         if resume_step >= config.total_steps:
             print(f"{run_dir}: already complete ({resume_step} steps)", flush=True)
             _write_missing_explore_csv(run_dir)
-            return run_dir
+            return None
         rows = eval_rows_to_keep(run_dir, config, resume_step)
         no_buffer = "buffer_saved" in metadata and not metadata["buffer_saved"]
         if resume_step > 0 and no_buffer and config.algo == "ddpg":
@@ -116,7 +150,7 @@ def _train_locked(
             # eval.csv and config.yaml only). Nothing to redo.
             print(f"{run_dir}: already complete (eval.csv reaches the last evaluation)", flush=True)
             _write_missing_explore_csv(run_dir)
-            return run_dir
+            return None
         raise RunDirectoryError(
             f"cannot resume {run_dir}: its checkpoint {checkpoint_path} is missing but the "
             "directory holds results (eval.csv, TensorBoard events); restore the checkpoint "
@@ -137,30 +171,23 @@ def _train_locked(
             _remove_new_files(run_dir, before)
             raise _not_kept(err, run_dir) from None
         raise
-    return _run(config, agent, callback, run_dir, resume_step, before)
+    return OpenRun(config, agent, run_dir, callback, resume_step, before)
 
 
-def _run(
-    config: RunSettings,
-    agent: RunnableAgent,
-    callback: RunCallback,
-    run_dir: Path,
-    resume_step: int | None,
-    before: set[Path],
-) -> Path:
-    try:
-        agent.learn(config.total_steps - agent.num_timesteps, callback)
-    except (NonFiniteDataError, EnvironmentFailure, OSError) as stop:
-        callback.logger.close()
-        if resume_step is None and agent.num_timesteps == 0:
+def close_run(run: OpenRun, stop: Exception | None = None) -> Path:
+    """End a run that learned: after ``stop`` (an error of its own, re-raised with where
+    the run can continue from) or after its end or a stop request (its checkpoint and
+    ``explore.csv``; :class:`RunInterrupted` when a signal stopped it early)."""
+    config, agent, callback, run_dir = run.config, run.agent, run.callback, run.run_dir
+    callback.logger.close()
+    if stop is not None:
+        if run.resume_step is None and agent.num_timesteps == 0:
             # Nothing was trained: leave nothing behind, so that the command runs again.
-            _remove_new_files(run_dir, before)
+            _remove_new_files(run_dir, run.before)
             raise _not_kept(stop, run_dir) from None
         if isinstance(stop, OSError):
-            raise
+            raise stop
         raise type(stop)(f"{stop}; {callback.checkpoint_last_good(agent)}") from None
-    finally:
-        callback.logger.close()
     signum = stop_requested()
     callback.checkpoint(agent)
     write_explore_csv(run_dir)

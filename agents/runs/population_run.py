@@ -1,0 +1,193 @@
+"""Runs trained as one population: several run directories, one batched process.
+
+Each member of a population (:mod:`agents.ddpg.population`) is an ordinary run: its own
+directory, lock, ``config.yaml``, checkpoints, ``eval.csv``, ``explore.csv`` and TensorBoard
+events, written by the same machinery as a single run's (:func:`agents.runs.train.open_run`,
+:func:`~agents.runs.train.close_run`, :class:`~agents.runs.callback.RunCallback`), so
+``compare_runs``, the strategy aggregates, ``--resume`` and every guarantee of a run hold
+for each member. What the population adds: the memory check counts every member, the
+members that resume at the same step train together (members at other steps form
+populations of their own), and a member whose own data, env, update or disk fails stops
+with its own error (its last good state checkpointed), while the others go on.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..common.devices import resolve_device
+from ..common.envs import episode_limit
+from ..common.errors import ConfigError
+from ..common.memory_budget import available_memory, check_memory
+from ..ddpg import DDPG
+from ..ddpg.population import Population
+from ..ddpg.replay_buffer import ReplayBuffer
+from ..settings import RunSettings
+from .agent_factory import make_run_bonus, make_task_env
+from .stopping import RunInterrupted, stop_on_signals
+from .train import OpenRun, close_run, locked_run_dir, open_run
+
+
+@dataclass
+class MemberOutcome:
+    """How a member's run ended: its directory and its error, None if it finished."""
+
+    run_dir: Path
+    error: Exception | None
+
+
+def population_key(settings: RunSettings) -> tuple:
+    """What members of one population share: everything but the seed and the settings the
+    update takes as numbers (a strategy's, the action noise's and the bonus's, γ, τ, the
+    critic's step size), which each member may have of its own."""
+    values = settings.values()
+    per_member = ("seed", "optimizer_kwargs", "action_noise", "bonus", "gamma", "tau",
+                  "critic_lr", "variant")  # fmt: skip
+    shared = {key: value for key, value in values.items() if key not in per_member}
+    bonus = values["bonus"].get("kind") if values["bonus"] else None
+    return (repr(sorted(shared.items())), bonus)
+
+
+def can_be_populated(settings: RunSettings) -> bool:
+    """Whether a run can be a population's member: the native DDPG's runs can."""
+    return settings.algo == "ddpg" and settings.engine == "native"
+
+
+def population_size(configs: list[RunSettings], workers: int) -> int:
+    """How many of ``configs`` (one population's worth) fit in memory as one population,
+    with ``workers`` such populations running at once: every member's estimate (its own
+    env's dimensions) against the memory available now, at least one."""
+    if len(configs) == 1:
+        return 1
+    try:
+        env = make_task_env(configs[0])
+    except ConfigError:  # the task says why, in its own report
+        return len(configs)
+    obs_dim, action_dim = env.observation_space.shape[0], env.action_space.shape[0]
+    env.close()
+    per_member = sum(need.nbytes for need in configs[0].learner.memory_needs(obs_dim, action_dim))
+    available = available_memory(resolve_device(configs[0].device))
+    if available is None or per_member == 0:
+        return len(configs)
+    return max(1, min(len(configs), available // (per_member * workers)))
+
+
+def train_population(
+    configs: list[RunSettings], resume: bool = True, progress: bool = False
+) -> list[MemberOutcome]:
+    """Train the runs ``configs`` describe as one population (they share
+    :func:`population_key`); every run resumes or starts as :func:`agents.runs.train.train`
+    would. Returns each member's outcome; raises :class:`RunInterrupted` once every member
+    checkpointed when a signal asked to stop, and ConfigError for settings that cannot be
+    a population (before anything is written)."""
+    if not configs:
+        return []
+    keys = {population_key(c) for c in configs}
+    if len(keys) > 1 or not all(map(can_be_populated, configs)):
+        raise ConfigError("these runs cannot be one population (they differ in their shape)")
+    members, storage = _build_members(configs)
+    outcomes: dict[Path, MemberOutcome] = {}
+    signals: list[int] = []
+    with ExitStack() as stack:
+        stack.enter_context(stop_on_signals())
+        opened: list[OpenRun] = []
+        for config, member in zip(configs, members, strict=True):
+            run_dir = config.run_dir()
+            try:
+                stack.enter_context(locked_run_dir(run_dir))
+                run = open_run(config, member, run_dir, resume, progress)
+            except (ConfigError, OSError) as err:
+                outcomes[run_dir] = MemberOutcome(run_dir, err)
+                continue
+            if run is None:  # complete already
+                outcomes[run_dir] = MemberOutcome(run_dir, None)
+            else:
+                opened.append(run)
+        for group in _same_step(opened):
+            whole = len(group) == len(members)  # the stacked buffers are theirs
+            signals += _train_group(group, storage if whole else None, outcomes)
+    if signals:
+        raise RunInterrupted(signals[0])
+    return [outcomes[c.run_dir()] for c in configs]
+
+
+def _build_members(configs: list[RunSettings]) -> tuple[list[DDPG], dict]:
+    """Every member as a single run builds it, on replay buffers that are rows of one
+    stacked buffer, after one memory check of all of them together."""
+    envs = [make_task_env(config) for config in configs]
+    for config, env in zip(configs, envs, strict=True):
+        if episode_limit(env) is None:
+            raise ConfigError(
+                f"{config.env} has no time limit; give it one with --set max_episode_steps=N"
+            )
+    first, env = configs[0], envs[0]
+    obs_dim, action_dim = env.observation_space.shape[0], env.action_space.shape[0]
+    device = resolve_device(first.device)
+    check_memory(
+        [need for c in configs for need in c.learner.memory_needs(obs_dim, action_dim)], device
+    )
+    storage, buffers = ReplayBuffer.stacked(
+        len(configs), first.learner.buffer_size, obs_dim, action_dim, device=device
+    )
+    members = [
+        DDPG(
+            env,
+            config.learner,
+            seed=config.seed,
+            device=device,
+            bonus=make_run_bonus(config, env),
+            replay_buffer=buffer,
+        )
+        for config, env, buffer in zip(configs, envs, buffers, strict=True)
+    ]
+    return members, storage
+
+
+def _same_step(runs: list[OpenRun]) -> list[list[OpenRun]]:
+    """The runs by the step they resume at (and their replay buffers' fill): a population
+    steps its members together."""
+    groups: dict[tuple, list[OpenRun]] = defaultdict(list)
+    for run in runs:
+        agent = run.agent
+        groups[(agent.num_timesteps, len(agent.buffer), agent.buffer.position)].append(run)
+    return list(groups.values())
+
+
+def _train_group(
+    group: list[OpenRun], storage: dict | None, outcomes: dict[Path, MemberOutcome]
+) -> list[int]:
+    """Train runs at one step as a population; the signal that stopped it, if one did."""
+    members = [run.agent for run in group]
+    population = Population(members, storage)
+    runs = {id(run.agent): run for run in group}
+    closed: set[int] = set()
+    signals: list[int] = []
+
+    def close(run: OpenRun, stop: Exception | None) -> None:
+        closed.add(id(run.agent))
+        outcome = MemberOutcome(run.run_dir, None)
+        try:
+            close_run(run, stop)
+        except RunInterrupted as interrupted:  # checkpointed; the command continues it
+            signals.append(interrupted.signum)
+        except Exception as err:  # the member's own error, with where it can continue
+            outcome.error = err
+        outcomes[run.run_dir] = outcome
+
+    try:
+        population.learn(
+            group[0].config.total_steps - members[0].num_timesteps,
+            [run.callback for run in group],
+            on_failure=lambda member, error: close(runs[id(member)], error),
+        )
+    except BaseException:  # a second Ctrl-C, or a fault of the population's own
+        for run in group:
+            run.callback.logger.close()
+        raise
+    for run in group:
+        if id(run.agent) not in closed:
+            close(run, None)
+    return signals[:1]
