@@ -4,7 +4,8 @@ One environment step follows Algorithms 1-2 of Khan et al. 2018 (Appendix K):
 
 1. (per step, or per episode) draw new weight noise ε — line 3;
 2. act with θ_t = μ_t + σ_t⊙ε — line 4 — and store the transition;
-3. once the buffer holds more than ``learning_starts`` transitions, for each of
+3. once the buffer holds more than ``learning_starts`` transitions, every
+   ``train_every`` steps (every step in the paper), for each of
    ``gradient_steps`` updates: sample a minibatch (line 5), take an Adam step on the
    critic's TD loss with targets from the target networks (line 6), compute the
    deterministic policy gradient at the *same* θ_t under the updated critic (line 7,
@@ -19,6 +20,12 @@ baselines differ only where the comparison needs them to: ``gaussian-action`` an
 (the strategy's ``training_params()``) and adapts its σ every few steps
 (``adapt_noise``, on a replay minibatch).
 Time-limit truncation is bootstrapped through: only ``terminated`` ends the return.
+
+Plappert et al.'s DDPG (OpenAI baselines, ``configs/sparse-study.yaml``) is the same loop
+with four settings: ``normalize_observations`` (the networks see observations normalised
+by running statistics, kept here, updated after each transition is stored, saved in
+checkpoints; the buffer keeps raw ones), ``critic_layer_norm`` and ``critic_l2_reg`` (in
+the critic and its loss), and ``train_every`` (50 updates every 100 steps).
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
 from .compiled_update import CompilationError, CompiledUpdate
 from .networks import Actor, Critic
+from .observations import ObservationStatistics
 from .replay_buffer import Batch, ReplayBuffer
 from .update import EagerUpdate, UpdateSettings, UpdateState
 
@@ -119,7 +127,13 @@ class DDPG:
             init=cfg.init,
             layer_norm=cfg.strategy.layer_norm,
         )
-        self.critic = Critic(obs_dim, action_space.shape[0], cfg.hidden_sizes, init=cfg.init)
+        self.critic = Critic(
+            obs_dim,
+            action_space.shape[0],
+            cfg.hidden_sizes,
+            init=cfg.init,
+            layer_norm=cfg.critic_layer_norm,
+        )
         self.actor.to(self.device)
         self.critic.to(self.device)
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
@@ -139,6 +153,10 @@ class DDPG:
         self.critic_optimizer.register_load_state_dict_pre_hook(param_explore.state_by_name)
         self.buffer = ReplayBuffer(
             cfg.buffer_size, obs_dim, action_space.shape[0], device=self.device
+        )
+        #: The running statistics the networks' observations are normalised by, or None.
+        self.obs_statistics = (
+            ObservationStatistics(obs_dim, self.device) if cfg.normalize_observations else None
         )
         # One generator for everything the agent draws (minibatches, weight noise), so a
         # checkpoint captures the agent's randomness in one state.
@@ -175,9 +193,17 @@ class DDPG:
             self.target_critic,
             self.actor_optimizer,
             self.critic_optimizer,
-            UpdateSettings(cfg.gamma, cfg.tau, cfg.actor_grad_reduction),
+            UpdateSettings.of(
+                self.critic,
+                cfg.gamma,
+                cfg.tau,
+                cfg.actor_grad_reduction,
+                critic_l2_reg=cfg.critic_l2_reg,
+                normalize_observations=cfg.normalize_observations,
+            ),
             loss_sums=torch.zeros(3, device=self.device),
             skipped=torch.zeros((), device=self.device),
+            obs_statistics=self.obs_statistics,
         )
         self._eager_update = EagerUpdate(self.learner)
         # Built at the first update (the strategy's state, ε included, exists by then).
@@ -185,8 +211,11 @@ class DDPG:
         self._compile_pending = cfg.compile
 
     # ----------------------------------------------------------------- acting
-    def _obs_tensor(self, obs: np.ndarray) -> Tensor:
-        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+    def _network_input(self, obs: np.ndarray | Tensor) -> Tensor:
+        """Observations as the networks see them: normalised, with
+        ``normalize_observations``, by the statistics of this moment."""
+        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        return obs_t if self.obs_statistics is None else self.obs_statistics.normalize(obs_t)
 
     @torch.no_grad()
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
@@ -195,7 +224,7 @@ class DDPG:
         ``deterministic=True`` uses the mean μ (evaluation, target); otherwise the
         current sample θ = μ + σ⊙ε is used (the exploration policy).
         """
-        obs_t = self._obs_tensor(obs)
+        obs_t = self._network_input(obs)
         weights = None if deterministic else self.actor_optimizer.named_sample()
         return self.actor(obs_t, weights).cpu().numpy()
 
@@ -230,7 +259,7 @@ class DDPG:
 
     # ----------------------------------------------------------------- learning
     def learn(self, total_steps: int, callback: Callback | None = None) -> DDPG:
-        """Run ``total_steps`` more environment steps, updating after each one."""
+        """Run ``total_steps`` more environment steps, updating as ``train_every`` says."""
         if total_steps <= 0:
             raise ConfigError(f"total_steps must be > 0, got {total_steps}")
         callback = callback or Callback()
@@ -261,6 +290,8 @@ class DDPG:
             ) from err
         self._check_finite(next_obs, reward)
         self.buffer.add(self._obs, action, float(reward), next_obs, terminated)
+        if self.obs_statistics is not None:  # s of the stored transition (baselines l.277)
+            self.obs_statistics.update(self._obs)
         if self.bonus is not None:
             self.bonus.add(self._obs, action, next_obs)
             if self.bonus.due():
@@ -270,7 +301,7 @@ class DDPG:
         self._episode_length += 1
         self._obs = next_obs
 
-        if len(self.buffer) > cfg.learning_starts:
+        if self.num_timesteps % cfg.train_every == 0 and len(self.buffer) > cfg.learning_starts:
             for _ in range(cfg.gradient_steps):
                 self.train_step()
         interval = self.actor_optimizer.noise_adaptation_interval
@@ -365,7 +396,7 @@ class DDPG:
     def _adapt_noise(self) -> None:
         """The strategy's noise adaptation (parameter noise) on a fresh replay minibatch,
         with actions in units of half the action range."""
-        obs = self.buffer.sample(self.config.batch_size, self.generator).obs
+        obs = self._network_input(self.buffer.sample(self.config.batch_size, self.generator).obs)
         center, scale = self.actor.action_offset, self.actor.action_scale
         self.actor_optimizer.adapt_noise(
             lambda weights: (self.actor(obs, weights) - center) / scale, self.generator
@@ -413,6 +444,8 @@ class DDPG:
             "env_rng": self.env.unwrapped.np_random.bit_generator.state,
             "at_episode_boundary": self.between_episodes,
         }
+        if self.obs_statistics is not None:  # the networks' input scale: always saved
+            state["observation_statistics"] = self.obs_statistics.state_dict()
         if include_buffer:
             state["buffer"] = self.buffer.state_dict()
         if self.bonus is not None:  # its pool only with the buffer, like it
@@ -425,6 +458,8 @@ class DDPG:
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.generator.set_state(state["generator"])
+        if self.obs_statistics is not None:
+            self.obs_statistics.load_state_dict(state["observation_statistics"])
         counters = state["counters"]
         self.num_timesteps = counters["num_timesteps"]
         self.num_updates = counters["num_updates"]

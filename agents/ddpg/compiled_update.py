@@ -125,6 +125,8 @@ class CompiledUpdate:
             "tensors": [[p.detach() for p in ps] for ps in
                         (t.critic, t.actor, t.target_critic, t.target_actor)],
             "loss_sums": t.loss_sums,
+            # Updated in place between calls (normalize_observations): read, never written.
+            "obs_moments": [] if t.obs_mean is None else [t.obs_mean, t.obs_std],
             "critic_state": self._critic_step.state,
             "actor_state": self._actor_step.state,
             "actor_buffers": {n: b.detach() for n, b in learner.actor.named_buffers()},
@@ -186,7 +188,7 @@ class CompiledUpdate:
             for name, packed in zip(("critic", "actor"), inputs["coefficients"])
         )
         s = inputs["state"]
-        tensors = UpdateTensors(*s["tensors"], s["loss_sums"])
+        tensors = UpdateTensors(*s["tensors"], s["loss_sums"], *s["obs_moments"])
         run = TracedExecution(
             self._learner.critic,
             self._learner.actor,

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from ..common.checks import check_seed, coerce_fields, coerce_value, require, require_known
 from ..common.reward_bonus import BonusSettings
 from ..curiosity.registry import resolve_bonus
-from .learners import TRPO_STRATEGY, DDPGSettings, TRPOSettings
+from .learners import NATIVE_ONLY, TRPO_STRATEGY, DDPGSettings, TRPOSettings
 
 Algo = Literal["ddpg", "trpo"]
 Engine = Literal["native", "sb3"]
@@ -103,6 +103,12 @@ class RunSettings:
                 not (self.learner.compile and self.engine == "sb3"),
                 "compile applies to the native engine only (SB3 runs its own update code)",
             )
+            for key, default in NATIVE_ONLY.items():
+                require(
+                    self.engine == "native" or getattr(self.learner, key) == default,
+                    f"{key} applies to the native engine only (SB3's DDPG runs its own "
+                    "update and loop)",
+                )
             require(
                 self.bonus is None or self.engine == "native",
                 "a curiosity bonus with DDPG runs on the native engine only (on the sb3 "
