@@ -151,6 +151,35 @@ def test_mean_actor_gradient_and_explicit_settings_are_compiled_too(traced_only)
     assert_agents_close(eager, compiled)
 
 
+#: Plappert et al.'s DDPG (``configs/sparse-study.yaml``), at a test's scale: 5 updates
+#: every 10 steps.
+PLAPPERT = dict(normalize_observations=True, critic_layer_norm=True, critic_l2_reg=1e-2,
+                train_every=10, gradient_steps=5)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "strategy, backend",
+    [("adam-plain", "inductor"), ("param-noise", "traced"), ("vadam", "traced")],
+)
+def test_plappert_protocol_settings_are_compiled_too(strategy, backend, monkeypatch):
+    """The observation statistics (inputs of the graph, updated between its calls), the
+    critic's LayerNorm and L2 penalty, and the schedule: eager and compiled agree."""
+    if backend == "traced":
+        monkeypatch.setattr(CompiledUpdate, "backend", run_traced_graph)
+    eager, compiled = pair(strategy, **PLAPPERT)
+    eager.learn(STEPS)
+    compiled.learn(STEPS)
+    assert compiled.compiled and compiled.num_updates == eager.num_updates == 4 * 5
+    assert_agents_close(eager, compiled)
+    losses_eager, losses_compiled = eager.pop_losses(), compiled.pop_losses()
+    for key in ("critic", "actor"):
+        assert losses_compiled[key] == pytest.approx(losses_eager[key], rel=1e-4)
+    assert torch.equal(compiled.obs_statistics.std, eager.obs_statistics.std)
+    assert not torch.equal(compiled.obs_statistics.std, torch.ones(3))
+    norm = compiled.critic.norms[1].weight
+    assert not torch.equal(norm, torch.ones_like(norm))  # the critic's norms were trained
+
+
 def test_learning_rate_changed_during_training_takes_effect():
     """Per-step numbers are inputs of the graph, not constants baked into it."""
     eager, compiled = pair("adam-plain")

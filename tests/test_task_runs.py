@@ -10,6 +10,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
+import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from agents import DDPG
@@ -210,15 +212,55 @@ def test_the_sparse_study_file_configures_every_strategy_of_the_study():
         ddpg = config.learner
         assert (ddpg.hidden_sizes, ddpg.tau, ddpg.strategy.layer_norm) == ([64, 64], 0.01, True)
         assert (config.eval_every, config.eval_episodes) == (10_000, 20)
+        # Plappert et al.'s DDPG as baselines ran it (docs/decisions.md#plappert-protocol)
+        assert ddpg.normalize_observations and ddpg.critic_layer_norm
+        assert ddpg.critic_l2_reg == 0.01
+        assert (ddpg.train_every, ddpg.gradient_steps) == (100, 50)
+        assert config.normalize_actions is True
     strategy = {name: config.learner.strategy for name, config in configs.items()}
     assert strategy["gaussian-action"].action_noise == {"sigma": 0.6}
     assert strategy["ou-action"].action_noise == {"sigma": 0.6, "theta": 0.15, "dt": 0.01}
     kwargs = strategy["param-noise"].optimizer_kwargs
     assert (kwargs["initial_std"], kwargs["target_distance"]) == (0.6, 0.6)
+    assert kwargs["adaptation_interval"] == 100  # once per 50 updates: once per cycle
+    text = path.read_text()
+    assert "Not expressible" not in text and "cannot express" not in text
     assert (
         strategy["vadam"].optimizer_kwargs
         == resolve_settings("vadam").learner.strategy.optimizer_kwargs
     )
+
+
+def test_a_sparse_study_run_resumes_as_the_uninterrupted_one(tmp_path, train_agent):
+    """Plappert et al.'s protocol in a run: 50 updates every 100 steps, the observation
+    statistics in the checkpoint, a resume from an episode's end (step 1000: Pendulum's
+    episodes are 200 steps, a sparse task's may end early) equal to the whole run."""
+    study = Path(__file__).resolve().parents[1] / "configs" / "sparse-study.yaml"
+    args = ["--config", str(study), "--env", "Pendulum-v1", "--opt",
+            "param-noise", "--no-compile", "--no-progress", "--eval-every", "1000",
+            "--eval-episodes", "1", "--set", "hidden_sizes=[16,16]", "--set",
+            "save_replay_buffer=true"]  # fmt: skip
+    for logdir, steps in (("whole", ["1500"]), ("parts", ["1000", "1500"])):
+        for total in steps:
+            result = train_agent(*args, "--logdir", logdir, "--steps", total, "--resume",
+                                 cwd=tmp_path)  # fmt: skip
+            assert result.returncode == 0, result.stderr
+    name = Path("Pendulum-v1") / "param-noise" / "seed0"
+    whole, parts = (
+        torch.load(tmp_path / d / name / "checkpoints" / "latest.pt", weights_only=True)
+        for d in ("whole", "parts")
+    )
+    assert whole["counters"]["num_updates"] == parts["counters"]["num_updates"] == 15 * 50
+    statistics = whole["observation_statistics"]
+    assert float(statistics["count"]) == pytest.approx(1500.01)  # every stored s
+    for key, value in statistics.items():
+        assert torch.equal(parts["observation_statistics"][key], value), key
+    for key, value in whole["critic"].items():
+        assert torch.equal(parts["critic"][key], value), key
+    assert {"norms.0.weight", "norms.1.bias"} <= set(whole["critic"])
+    config = yaml.safe_load((tmp_path / "whole" / name / "config.yaml").read_text())
+    assert (config["train_every"], config["gradient_steps"]) == (100, 50)
+    assert config["normalize_observations"] and config["normalize_actions"]
 
 
 def test_compare_runs_scores_real_runs_of_a_sparse_task_by_success_rate(

@@ -89,5 +89,40 @@ def check_spaces(env: gym.Env) -> None:
         )
 
 
+class NormalizedActions(gym.ActionWrapper):
+    """The env's Box action space presented as [−1, 1] per dimension, as rllab's
+    ``NormalizedEnv`` presents it (``rllab/envs/normalized_env.py`` l.69-75, rll/rllab at
+    ba78e4c), in which VIME runs every task (``experiments/run_trpo_expl.py`` l.20-21).
+
+    Why: a Gaussian policy's initial σ is a number in the policy's units, so on raw ranges
+    it explores 1 N of the cart-pole's ±10 N; in [−1, 1] units σ = 1 spans the whole range.
+    An action a becomes low + (a + 1)·(high − low)/2, then is clipped to [low, high]
+    (l.78-83): a sample outside [−1, 1] reaches the env as the bound, and the learner keeps
+    its own (unclipped) sample."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.action_space
+        self._low = space.low.astype(np.float64)
+        self._high = space.high.astype(np.float64)
+        self._dtype = space.dtype
+        self.action_space = gym.spaces.Box(-1.0, 1.0, space.shape, dtype=space.dtype)
+
+    def action(self, action: np.ndarray) -> np.ndarray:
+        scaled = self._low + (np.asarray(action, dtype=np.float64) + 1.0) * 0.5 * (
+            self._high - self._low
+        )
+        return np.clip(scaled, self._low, self._high).astype(self._dtype)
+
+
+def with_action_range(env: gym.Env, normalize_actions: bool) -> gym.Env:
+    """``env`` whose actions the learner gives in [−1, 1] (:class:`NormalizedActions`), or
+    ``env`` itself. The space is checked first: only a bounded Box can be rescaled."""
+    if not normalize_actions:
+        return env
+    check_spaces(env)
+    return NormalizedActions(env)
+
+
 def env_id(env: gym.Env) -> str:
     return env.spec.id if env.spec is not None else type(env.unwrapped).__name__

@@ -4,7 +4,8 @@ One environment step follows Algorithms 1-2 of Khan et al. 2018 (Appendix K):
 
 1. (per step, or per episode) draw new weight noise ε — line 3;
 2. act with θ_t = μ_t + σ_t⊙ε — line 4 — and store the transition;
-3. once the buffer holds more than ``learning_starts`` transitions, for each of
+3. once the buffer holds more than ``learning_starts`` transitions, every
+   ``train_every`` steps (every step in the paper), for each of
    ``gradient_steps`` updates: sample a minibatch (line 5), take an Adam step on the
    critic's TD loss with targets from the target networks (line 6), compute the
    deterministic policy gradient at the *same* θ_t under the updated critic (line 7,
@@ -19,6 +20,12 @@ baselines differ only where the comparison needs them to: ``gaussian-action`` an
 (the strategy's ``training_params()``) and adapts its σ every few steps
 (``adapt_noise``, on a replay minibatch).
 Time-limit truncation is bootstrapped through: only ``terminated`` ends the return.
+
+Plappert et al.'s DDPG (OpenAI baselines, ``configs/sparse-study.yaml``) is the same loop
+with four settings: ``normalize_observations`` (the networks see observations normalised
+by running statistics, kept here, updated after each transition is stored, saved in
+checkpoints; the buffer keeps raw ones), ``critic_layer_norm`` and ``critic_l2_reg`` (in
+the critic and its loss), and ``train_every`` (50 updates every 100 steps).
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
 from .compiled_update import CompilationError, CompiledUpdate
 from .networks import Actor, Critic
+from .observations import ObservationStatistics
 from .replay_buffer import Batch, ReplayBuffer
 from .update import EagerUpdate, UpdateSettings, UpdateState
 
@@ -134,7 +142,13 @@ class DDPG:
             init=cfg.init,
             layer_norm=cfg.strategy.layer_norm,
         )
-        self.critic = Critic(obs_dim, action_space.shape[0], cfg.hidden_sizes, init=cfg.init)
+        self.critic = Critic(
+            obs_dim,
+            action_space.shape[0],
+            cfg.hidden_sizes,
+            init=cfg.init,
+            layer_norm=cfg.critic_layer_norm,
+        )
         self.actor.to(self.device)
         self.critic.to(self.device)
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
@@ -157,6 +171,10 @@ class DDPG:
                 cfg.buffer_size, obs_dim, action_space.shape[0], device=self.device
             )
         self.buffer = replay_buffer
+        #: The running statistics the networks' observations are normalised by, or None.
+        self.obs_statistics = (
+            ObservationStatistics(obs_dim, self.device) if cfg.normalize_observations else None
+        )
         # One generator for everything the agent draws (minibatches, weight noise), so a
         # checkpoint captures the agent's randomness in one state.
         self.generator = torch.Generator(device=self.device)
@@ -192,9 +210,17 @@ class DDPG:
             self.target_critic,
             self.actor_optimizer,
             self.critic_optimizer,
-            UpdateSettings(cfg.gamma, cfg.tau, cfg.actor_grad_reduction),
+            UpdateSettings.of(
+                self.critic,
+                cfg.gamma,
+                cfg.tau,
+                cfg.actor_grad_reduction,
+                critic_l2_reg=cfg.critic_l2_reg,
+                normalize_observations=cfg.normalize_observations,
+            ),
             loss_sums=torch.zeros(3, device=self.device),
             skipped=torch.zeros((), device=self.device),
+            obs_statistics=self.obs_statistics,
         )
         self._eager_update = EagerUpdate(self.learner)
         # Built at the first update (the strategy's state, ε included, exists by then).
@@ -202,8 +228,11 @@ class DDPG:
         self._compile_pending = cfg.compile
 
     # ----------------------------------------------------------------- acting
-    def _obs_tensor(self, obs: np.ndarray) -> Tensor:
-        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+    def _network_input(self, obs: np.ndarray | Tensor) -> Tensor:
+        """Observations as the networks see them: normalised, with
+        ``normalize_observations``, by the statistics of this moment."""
+        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        return obs_t if self.obs_statistics is None else self.obs_statistics.normalize(obs_t)
 
     @torch.no_grad()
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
@@ -212,7 +241,7 @@ class DDPG:
         ``deterministic=True`` uses the mean μ (evaluation, target); otherwise the
         current sample θ = μ + σ⊙ε is used (the exploration policy).
         """
-        obs_t = self._obs_tensor(obs)
+        obs_t = self._network_input(obs)
         weights = None if deterministic else self.actor_optimizer.named_sample()
         return self.actor(obs_t, weights).cpu().numpy()
 
@@ -250,7 +279,7 @@ class DDPG:
 
     # ----------------------------------------------------------------- learning
     def learn(self, total_steps: int, callback: Callback | None = None) -> DDPG:
-        """Run ``total_steps`` more environment steps, updating after each one."""
+        """Run ``total_steps`` more environment steps, updating as ``train_every`` says."""
         if total_steps <= 0:
             raise ConfigError(f"total_steps must be > 0, got {total_steps}")
         callback = callback or Callback()
@@ -268,7 +297,7 @@ class DDPG:
         self._begin_step()
         action = self._exploration_action(self._obs)
         done = self._act(action)
-        if len(self.buffer) > self.config.learning_starts:
+        if self._updates_due():
             for _ in range(self.config.gradient_steps):
                 self.train_step()
         self._after_updates(done, callback)
@@ -304,9 +333,11 @@ class DDPG:
         return Transition(next_obs, float(reward), bool(terminated), bool(truncated))
 
     def _record(self, action: np.ndarray, transition: Transition) -> bool:
-        """After the transition is stored: the bonus's pool, the counters; whether the
-        episode ended."""
+        """After the transition is stored: the observation statistics, the bonus's pool,
+        the counters; whether the episode ended."""
         next_obs, reward, terminated, truncated = transition
+        if self.obs_statistics is not None:  # s of the stored transition (baselines l.277)
+            self.obs_statistics.update(self._obs)
         if self.bonus is not None:
             self.bonus.add(self._obs, action, next_obs)
             if self.bonus.due():
@@ -316,6 +347,12 @@ class DDPG:
         self._episode_length += 1
         self._obs = next_obs
         return terminated or truncated
+
+    def _updates_due(self) -> bool:
+        """Whether this step ends with updates: once the buffer holds more than
+        ``learning_starts`` transitions, ``gradient_steps`` every ``train_every`` steps."""
+        cfg = self.config
+        return self.num_timesteps % cfg.train_every == 0 and len(self.buffer) > cfg.learning_starts
 
     def _after_updates(self, done: bool, callback: Callback) -> None:
         """The strategy's noise adaptation when due; the episode's end."""
@@ -411,7 +448,7 @@ class DDPG:
     def _adapt_noise(self) -> None:
         """The strategy's noise adaptation (parameter noise) on a fresh replay minibatch,
         with actions in units of half the action range."""
-        obs = self.buffer.sample(self.config.batch_size, self.generator).obs
+        obs = self._network_input(self.buffer.sample(self.config.batch_size, self.generator).obs)
         center, scale = self.actor.action_offset, self.actor.action_scale
         self.actor_optimizer.adapt_noise(
             lambda weights: (self.actor(obs, weights) - center) / scale, self.generator
@@ -459,6 +496,8 @@ class DDPG:
             "env_rng": self.env.unwrapped.np_random.bit_generator.state,
             "at_episode_boundary": self.between_episodes,
         }
+        if self.obs_statistics is not None:  # the networks' input scale: always saved
+            state["observation_statistics"] = self.obs_statistics.state_dict()
         if include_buffer:
             state["buffer"] = self.buffer.state_dict()
         if self.bonus is not None:  # its pool only with the buffer, like it
@@ -471,6 +510,8 @@ class DDPG:
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.generator.set_state(state["generator"])
+        if self.obs_statistics is not None:
+            self.obs_statistics.load_state_dict(state["observation_statistics"])
         counters = state["counters"]
         self.num_timesteps = counters["num_timesteps"]
         self.num_updates = counters["num_updates"]

@@ -48,7 +48,7 @@ from param_explore.traceable import (
 
 from .compile_cache import kernel_cache_dir
 from .replay_buffer import Batch
-from .update import LossOf, UpdateSettings, UpdateState, UpdateTensors, ddpg_update
+from .update import LossOf, UpdateState, UpdateTensors, ddpg_update
 
 
 def inductor_compile(graph: fx.GraphModule, inputs: list[Tensor]) -> Callable[..., object]:
@@ -98,6 +98,9 @@ class GraphState:
     target_critic: list[Tensor]
     target_actor: list[Tensor]
     loss_sums: Tensor
+    #: The observations' running mean and std (``normalize_observations``: read, never
+    #: written; updated in place between calls), or none.
+    obs_moments: list[Tensor]
     critic_state: StateTensors
     actor_state: StateTensors
     actor_buffers: dict[str, Tensor]
@@ -115,6 +118,7 @@ class GraphState:
             [p.detach() for p in t.target_critic],
             [p.detach() for p in t.target_actor],
             t.loss_sums,
+            [] if t.obs_mean is None else [t.obs_mean, t.obs_std],
             critic.state,
             actor.state,
             {n: b.detach() for n, b in learner.actor.named_buffers()},
@@ -294,8 +298,9 @@ class CompiledUpdate:
         s = inputs["state"]
         first, steps = self._learners[0], self._steps[0]
         tensors = UpdateTensors(
-            s["critic"], s["actor"], s["target_critic"], s["target_actor"], s["loss_sums"]
-        )
+            s["critic"], s["actor"], s["target_critic"], s["target_actor"], s["loss_sums"],
+            *s["obs_moments"],
+        )  # fmt: skip
         run = TracedExecution(
             first.critic,
             first.actor,
@@ -307,7 +312,7 @@ class CompiledUpdate:
             s["applied"],
         )
         gamma, tau = update_c
-        settings = UpdateSettings(gamma, tau, first.settings.reduction)
+        settings = dataclasses.replace(first.settings, gamma=gamma, tau=tau)
         ddpg_update(tensors, inputs["batch"], settings, run)
         return ()
 

@@ -22,6 +22,13 @@ def critic_loss(q: Tensor, target: Tensor) -> Tensor:
     return (q - target).pow(2).mean()
 
 
+def l2_penalty(weights: list[Tensor], coefficient: float) -> Tensor:
+    """λ·½Σ‖W‖² over ``weights``: TensorFlow's ``l2_regularizer(λ)`` (λ times ``l2_loss``,
+    which is ½Σw²) summed over the weights by ``apply_regularization``, as OpenAI baselines
+    adds it to the critic's loss (``ddpg.py`` l.183-192; ``docs/decisions.md#critic-l2``)."""
+    return coefficient * 0.5 * torch.stack([w.pow(2).sum() for w in weights]).sum()
+
+
 def actor_loss(q: Tensor, reduction: Literal["sum", "mean"]) -> Tensor:
     """−Q(s, π(s)) over the minibatch: summed as in the released code, or averaged."""
     return -(q.sum() if reduction == "sum" else q.mean())

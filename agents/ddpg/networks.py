@@ -97,7 +97,14 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-    """Q(s, a) with the action entering at the second hidden layer."""
+    """Q(s, a) with the action entering at the second hidden layer.
+
+    ``layer_norm`` puts a LayerNorm (learned scale and shift) after each hidden layer,
+    before its ReLU, as Plappert et al.'s critic has it (OpenAI baselines ``models.py``
+    l.59-69: after the observation's layer and after the layer the action joins;
+    ``docs/decisions.md#critic-layer-norm``). Its parameters are ``norms.<i>.weight`` and
+    ``norms.<i>.bias``; the ``Linear`` layers keep their names either way.
+    """
 
     def __init__(
         self,
@@ -105,6 +112,7 @@ class Critic(nn.Module):
         action_dim: int,
         hidden_sizes: Sequence[int] = (400, 300),
         init: InitScheme = "khan2018",
+        layer_norm: bool = False,
     ) -> None:
         super().__init__()
         if len(hidden_sizes) < 2:
@@ -120,8 +128,30 @@ class Critic(nn.Module):
         layers.append(nn.Linear(width, 1))
         self.head = nn.Sequential(*layers)
         initialise_critic_(linear_layers(self), init)
+        # Made after the initialisation, which they do not take part in (scale 1, shift 0).
+        self.norms = (
+            nn.ModuleList(nn.LayerNorm(size) for size in hidden_sizes) if layer_norm else None
+        )
+
+    def weight_names(self) -> list[str]:
+        """The names of the weight matrices of the critic's ``Linear`` layers, output
+        included: the weights its L2 penalty covers (``docs/decisions.md#critic-l2``)."""
+        return [f"{name}.weight" for name, m in self.named_modules() if isinstance(m, nn.Linear)]
+
+    def _activation(self, layer: int, hidden: Tensor) -> Tensor:
+        """Hidden layer ``layer``'s ReLU, after its LayerNorm if it has one."""
+        if self.norms is not None:
+            hidden = self.norms[layer](hidden)
+        return torch.relu(hidden)
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
-        hidden = torch.relu(self.obs_layer(obs))
-        hidden = torch.relu(self.joint_layer(torch.cat([hidden, action], dim=-1)))
-        return self.head(hidden).squeeze(-1)
+        hidden = self._activation(0, self.obs_layer(obs))
+        hidden = self._activation(1, self.joint_layer(torch.cat([hidden, action], dim=-1)))
+        layer = 2
+        for module in self.head:
+            if isinstance(module, nn.Linear):
+                hidden = module(hidden)
+            else:  # the ReLU of hidden layer `layer`
+                hidden = self._activation(layer, hidden)
+                layer += 1
+        return hidden.squeeze(-1)

@@ -42,6 +42,7 @@ from ..common.callbacks import Callback
 from ..common.errors import ConfigError
 from .agent import DDPG, Transition
 from .compiled_update import CompilationError, CompiledUpdate, GraphState, inductor_compile
+from .observations import normalized_observations
 from .replay_buffer import Batch
 from .update import EagerUpdate
 
@@ -88,7 +89,8 @@ class Population:
         """Members share what shapes the stacked tensors and the schedule."""
         first = self.members[0]
         shaped = ("hidden_sizes", "buffer_size", "batch_size", "learning_starts",
-                  "gradient_steps", "actor_grad_reduction", "init", "compile")  # fmt: skip
+                  "gradient_steps", "train_every", "actor_grad_reduction", "init", "compile",
+                  "normalize_observations", "critic_layer_norm", "critic_l2_reg")  # fmt: skip
         for member in self.members[1:]:
             for key in shaped:
                 if getattr(member.config, key) != getattr(first.config, key):
@@ -137,6 +139,12 @@ class Population:
             self.actor_state = _stack_state(actor_steps)
             self.step_counts["actor"] = _stack_step_counts(actor_steps)
         self.loss_sums = _stack_into([m.learner for m in members], "loss_sums")
+        statistics = [m.obs_statistics for m in members]
+        self.obs_moments = (
+            []
+            if statistics[0] is None
+            else [_stack_into(statistics, "mean"), _stack_into(statistics, "std")]
+        )
         self.skipped = _stack_into([m.learner for m in members], "skipped")
         self.applied = torch.ones(len(members), 2, device=self.members[0].device)
         for member in members:
@@ -157,6 +165,7 @@ class Population:
             [self.params["target_critic"][n] for n in critic_names],
             [self.params["target_actor"][n] for n in actor_names],
             self.loss_sums,
+            self.obs_moments,
             {key: self.critic_state[key] for key in critic_steps.state},
             {key: self.actor_state[key] for key in actor_steps.state},
             self.buffers,
@@ -250,7 +259,7 @@ class Population:
         self._store([(m, *transitions[id(m)]) for m in self.active])
         done = {id(m): m._record(*transitions[id(m)]) for m in self.active}
         first = self.active[0]
-        if len(first.buffer) > first.config.learning_starts:
+        if first._updates_due():
             for _ in range(first.config.gradient_steps):
                 self.train_step()
             self.active = [m for m in self.active if id(m) not in self._failed]
@@ -378,14 +387,18 @@ class CompiledActing:
         self._step = first.actor_optimizer.traceable_step()
         self._actor = first.actor
         state = population.graph_state()
-        self._inputs = [*state.actor, *pytree.tree_leaves(state.actor_state)]
+        self._inputs = [*state.actor, *pytree.tree_leaves(state.actor_state), *state.obs_moments]
         self._buffers = state.actor_buffers
-        self._spec = pytree.tree_structure((state.actor, state.actor_state, state.actor_buffers))
+        self._spec = pytree.tree_structure(
+            (state.actor, state.actor_state, state.obs_moments, state.actor_buffers)
+        )
         self._compiled: Callable[..., Tensor] | None = None
 
     def _act(self, *flat: Tensor) -> Tensor:
         *leaves, coefficients, obs = flat
-        actor, state, buffers = pytree.tree_unflatten(leaves, self._spec)
+        actor, state, moments, buffers = pytree.tree_unflatten(leaves, self._spec)
+        if moments:  # the networks see normalised observations
+            obs = normalized_observations(obs, *moments)
         layout = self._population._update._coefficient_layout["actor"]
         c = pytree.tree_unflatten(list(coefficients.unbind()), layout)
         with torch.no_grad():

@@ -4,7 +4,10 @@
 loss, gradient and step, the deterministic policy gradient at the strategy's training
 point (θ_t that acted, ``docs/decisions.md#sample-per-step``, or μ) under the *updated*
 critic, the strategy's step, the target networks' move toward the critic and μ, and the
-loss sums. A non-finite critic loss or gradient skips the whole update; a non-finite
+loss sums. Plappert et al.'s protocol adds three settings: observations normalised by
+running statistics for every network, an L2 penalty in the critic's loss (reported in its
+loss sum, as baselines reports it), and the critic's LayerNorm (in the network itself).
+A non-finite critic loss or gradient skips the whole update; a non-finite
 actor loss or gradient the actor's step and the targets': nothing non-finite reaches a
 weight, σ or an optimizer's state, and the skip is counted.
 
@@ -31,8 +34,9 @@ from torch.func import functional_call
 
 import param_explore
 
-from .losses import actor_loss, all_finite, critic_loss, td_target
-from .networks import Actor
+from .losses import actor_loss, all_finite, critic_loss, l2_penalty, td_target
+from .networks import Actor, Critic
+from .observations import ObservationStatistics, normalized_observations
 from .replay_buffer import Batch
 
 LossOf = Callable[[list[Tensor]], Tensor]
@@ -48,6 +52,9 @@ class UpdateTensors:
     target_actor: list[Tensor]
     #: Running (critic loss, actor loss, count) over applied updates, on the device.
     loss_sums: Tensor
+    #: The observations' running mean and std (``normalize_observations``), else None.
+    obs_mean: Tensor | None = None
+    obs_std: Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,32 @@ class UpdateSettings:
     gamma: float
     tau: float
     reduction: str  # of the actor loss over the minibatch: "sum" or "mean"
+    #: λ of the critic's L2 penalty λ·½‖W‖² (0: none), on the critic tensors at
+    #: ``critic_l2_indices`` (its weight matrices, :meth:`Critic.weight_names`).
+    critic_l2_reg: float = 0.0
+    critic_l2_indices: tuple[int, ...] = ()
+    #: Whether every network sees the minibatch's observations normalised by the running
+    #: statistics of :attr:`UpdateTensors.obs_mean` and ``obs_std``.
+    normalize_observations: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        critic: Critic,
+        gamma: float,
+        tau: float,
+        reduction: str,
+        critic_l2_reg: float = 0.0,
+        normalize_observations: bool = False,
+    ) -> UpdateSettings:
+        """The settings of an update of ``critic``: its penalised weights found by name,
+        at their places in :meth:`UpdateState.tensors`'s critic list."""
+        names = [name for name, _ in critic.named_parameters()]
+        indices = tuple(names.index(name) for name in critic.weight_names())
+        return cls(
+            gamma, tau, reduction, critic_l2_reg, indices if critic_l2_reg else (),
+            normalize_observations,
+        )  # fmt: skip
 
 
 @dataclass
@@ -74,10 +107,13 @@ class UpdateState:
     loss_sums: Tensor
     #: Updates skipped for a non-finite loss or gradient (a 0-d tensor).
     skipped: Tensor
+    #: The observations' running statistics (``normalize_observations``), else None.
+    obs_statistics: ObservationStatistics | None = None
 
     def tensors(self) -> UpdateTensors:
         """The networks' own parameters: the critic's, and the actor's in its optimizer's
-        order; each target's matched to its network's by name."""
+        order; each target's matched to its network's by name; the observation statistics'
+        mean and std tensors, if any."""
         critic_names = [name for name, _ in self.critic.named_parameters()]
         actor_names = self.actor_optimizer.param_names()
         critic, target_critic = (
@@ -94,7 +130,9 @@ class UpdateState:
             [target_critic[name] for name in critic_names],
             [target_actor[name] for name in actor_names],
             self.loss_sums,
-        )
+            *(() if self.obs_statistics is None else
+              (self.obs_statistics.mean, self.obs_statistics.std)),
+        )  # fmt: skip
 
 
 class EagerUpdate:
@@ -134,12 +172,18 @@ class Execution(Protocol):
 def ddpg_update(t: UpdateTensors, batch: Batch, s: UpdateSettings, run: Execution) -> None:
     """One DDPG update on ``t`` from a minibatch (see the module docstring)."""
     obs, actions, rewards, next_obs, terminated = batch
+    if s.normalize_observations:  # every network sees them so (the buffer keeps raw ones)
+        assert t.obs_mean is not None and t.obs_std is not None
+        obs, next_obs = (normalized_observations(x, t.obs_mean, t.obs_std) for x in (obs, next_obs))
     with torch.no_grad():
         next_q = run.q_value(t.target_critic, next_obs, run.target_action(t.target_actor, next_obs))
         target = td_target(rewards, terminated, next_q, s.gamma)
 
     def critic_loss_at(critic: list[Tensor]) -> Tensor:
-        return critic_loss(run.q_value(critic, obs, actions), target)
+        loss = critic_loss(run.q_value(critic, obs, actions), target)
+        if s.critic_l2_reg:
+            loss = loss + l2_penalty([critic[i] for i in s.critic_l2_indices], s.critic_l2_reg)
+        return loss
 
     critic_loss_value, critic_grads = run.loss_and_grads(critic_loss_at, run.critic_point(t.critic))
     critic_ok = all_finite(critic_loss_value, critic_grads)

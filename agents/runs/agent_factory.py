@@ -15,7 +15,7 @@ import gymnasium as gym
 
 from ..common.callbacks import RunnableAgent
 from ..common.devices import resolve_device
-from ..common.envs import episode_limit, make_env
+from ..common.envs import episode_limit, make_env, with_action_range
 from ..common.errors import ConfigError
 from ..common.reward_bonus import RewardBonus
 from ..curiosity.registry import make_bonus
@@ -31,8 +31,10 @@ EXTRAS = {"sb3_contrib": "trpo"}
 
 def make_task_env(settings: RunSettings) -> gym.Env:
     """The run's env: ``settings.env`` with its ``env_kwargs`` and ``max_episode_steps``,
-    reporting its task's success and coverage (:mod:`agents.tasks`)."""
-    return with_task_report(make_env(settings.env, settings.env_kwargs, settings.max_episode_steps))
+    reporting its task's success and coverage (:mod:`agents.tasks`), its actions in
+    [−1, 1] with ``normalize_actions`` — for training and evaluation alike."""
+    env = make_env(settings.env, settings.env_kwargs, settings.max_episode_steps)
+    return with_action_range(with_task_report(env), settings.normalize_actions)
 
 
 def make_agent(settings: RunSettings, env: gym.Env | None = None) -> RunnableAgent:
@@ -40,8 +42,10 @@ def make_agent(settings: RunSettings, env: gym.Env | None = None) -> RunnableAge
     ``max_episode_steps``)."""
     if env is None:
         env = make_task_env(settings)
-    elif settings.max_episode_steps is not None:
-        env = gym.wrappers.TimeLimit(env, settings.max_episode_steps)
+    else:
+        if settings.max_episode_steps is not None:
+            env = gym.wrappers.TimeLimit(env, settings.max_episode_steps)
+        env = with_action_range(env, settings.normalize_actions)
     if episode_limit(env) is None:
         raise ConfigError(
             f"{settings.env} has no time limit, so an episode might never end (evaluation "

@@ -6,7 +6,9 @@ directory (``<env>/trpo[+vime-<posterior>]-sb3/seed<k>``), eval CSV and TensorBo
 TRPO explores through its own Gaussian policy (its state-independent log σ is logged as
 ``explore/action_std``): no weight-noise strategy applies. Its settings are the run's
 ``trpo:`` mapping, the networks ``hidden_sizes`` (policy and value function alike) and the
-discount ``gamma`` (:class:`agents.settings.TRPOSettings`).
+discount ``gamma`` (:class:`agents.settings.TRPOSettings`). It acts in [−1, 1] and the env
+rescales to its bounds, as VIME's rllab ran it, unless the run's ``normalize_actions`` is
+false (the env it is given is already wrapped: :mod:`agents.runs.agent_factory`).
 
 sb3-contrib is an optional extra (``pip install 'param-explore[trpo]'``): this module is
 imported only when a run asks for TRPO (:mod:`agents.runs.agent_factory`).

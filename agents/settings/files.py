@@ -111,7 +111,12 @@ def write_values(values: dict[str, Any], path: str | Path) -> None:
 
 
 def upgrade_config_keys(values: dict[str, Any]) -> dict[str, Any]:
-    """Earlier versions saved the strategy as ``optimizer``."""
+    """A saved run's settings in today's form. Earlier versions saved the strategy as
+    ``optimizer``, and ran TRPO on the env's own action ranges: a saved TRPO run without
+    ``normalize_actions`` is one with it off (not the learner's choice of today, which
+    would resume it on other actions)."""
     if "optimizer" in values and "strategy" not in values:
         values = {("strategy" if k == "optimizer" else k): v for k, v in values.items()}
+    if values.get("algo") == "trpo" and "normalize_actions" not in values:
+        values = {**values, "normalize_actions": False}
     return values

@@ -49,10 +49,25 @@ class DDPGSettings:
     critic_lr: float = 1e-3
     #: Updates start once the buffer holds *more* than this many transitions.
     learning_starts: int = 64
-    #: Gradient updates per environment step.
+    #: Gradient updates every ``train_every`` environment steps.
     gradient_steps: int = 1
+    #: Environment steps between rounds of ``gradient_steps`` updates: Khan et al. update
+    #: once every step; Plappert et al.'s DDPG 50 times every 100 steps (OpenAI baselines
+    #: ``main.py`` l.102-104, ``training.py`` l.69-119; ``docs/decisions.md#schedule``).
+    train_every: int = 1
     #: ``sum`` (the released code) or ``mean`` of the minibatch policy gradient.
     actor_grad_reduction: Literal["sum", "mean"] = "sum"
+    #: Normalise observations for every network by their running mean and standard
+    #: deviation, clipped to ±5 (baselines ``main.py`` l.90, ``ddpg.py`` l.100-109, l.277-278;
+    #: ``docs/decisions.md#observation-normalisation``). Khan et al.'s networks see raw ones.
+    normalize_observations: bool = False
+    #: A LayerNorm after each hidden layer of the critic, before its ReLU (baselines
+    #: ``models.py`` l.59-69; ``docs/decisions.md#critic-layer-norm``); Khan et al.'s has none.
+    critic_layer_norm: bool = False
+    #: λ of the L2 penalty λ·½‖W‖² on the critic's weight matrices, added to its loss
+    #: (baselines ``main.py`` l.92: 1e-2, ``ddpg.py`` l.183-192;
+    #: ``docs/decisions.md#critic-l2``); Khan et al.'s critic has none.
+    critic_l2_reg: float = 0.0
     #: Run each update as one compiled graph (:mod:`agents.ddpg.compiled_update`): faster,
     #: equal to the eager update up to float rounding, seconds of compiling at the first
     #: update. Strategies without a traced form (noisy-kfac) train eagerly.
@@ -60,8 +75,9 @@ class DDPGSettings:
 
     def __post_init__(self) -> None:
         coerce_fields(self)
-        for key in ("buffer_size", "batch_size", "gradient_steps"):
+        for key in ("buffer_size", "batch_size", "gradient_steps", "train_every"):
             require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
+        require(self.critic_l2_reg >= 0, f"critic_l2_reg must be >= 0, got {self.critic_l2_reg}")
         require(self.learning_starts >= 0, "learning_starts must be >= 0")
         require(
             self.buffer_size > self.learning_starts,
@@ -137,6 +153,16 @@ class DDPGSettings:
                 "batch_size",
             ),
         ]
+
+
+#: The settings of the native DDPG's own update and loop, each at the value that keeps
+#: Khan et al.'s protocol (SB3's DDPG runs its own update and loop: they do not reach it).
+NATIVE_ONLY = {
+    "train_every": 1,
+    "normalize_observations": False,
+    "critic_layer_norm": False,
+    "critic_l2_reg": 0.0,
+}
 
 
 #: The strategy a TRPO run records: it explores through its own Gaussian policy.

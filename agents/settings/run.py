@@ -22,7 +22,7 @@ from typing import Any, Literal
 from ..common.checks import check_seed, coerce_fields, coerce_value, require, require_known
 from ..common.reward_bonus import BonusSettings
 from ..curiosity.registry import resolve_bonus
-from .learners import TRPO_STRATEGY, DDPGSettings, TRPOSettings
+from .learners import NATIVE_ONLY, TRPO_STRATEGY, DDPGSettings, TRPOSettings
 
 Algo = Literal["ddpg", "trpo"]
 Engine = Literal["native", "sb3"]
@@ -62,16 +62,24 @@ class RunSettings:
     #: Episode length bound: None keeps the env's own time limit (an env without one is
     #: refused: its evaluation might never return); a number replaces it.
     max_episode_steps: int | None = None
+    #: The learner acts in [−1, 1] and the env rescales to its bounds, clipping there
+    #: (rllab's ``NormalizedEnv``; ``agents.common.envs.NormalizedActions``). None is the
+    #: learner's own choice, resolved when the record is made: on for TRPO (VIME runs every
+    #: task so, and TRPO's initial σ = 1 then spans the range), off for DDPG (its actor
+    #: already squashes to the bounds). ``docs/decisions.md#trpo``.
+    normalize_actions: bool | None = None
 
     #: The run's own keys of a settings file (the learner's and ``bonus`` come besides).
     RUN_KEYS = (
         "env", "env_kwargs", "seed", "total_steps", "eval_every", "eval_episodes",
         "checkpoint_every", "save_replay_buffer", "log_every", "skipped_window", "logdir",
-        "device", "engine", "max_episode_steps",
+        "device", "engine", "max_episode_steps", "normalize_actions",
     )  # fmt: skip
 
     def __post_init__(self) -> None:
         coerce_fields(self)
+        if self.normalize_actions is None:  # the learner's own choice, recorded resolved
+            object.__setattr__(self, "normalize_actions", self.algo == "trpo")
         check_seed(self.seed)
         require(
             self.max_episode_steps is None or self.max_episode_steps > 0,
@@ -95,6 +103,12 @@ class RunSettings:
                 not (self.learner.compile and self.engine == "sb3"),
                 "compile applies to the native engine only (SB3 runs its own update code)",
             )
+            for key, default in NATIVE_ONLY.items():
+                require(
+                    self.engine == "native" or getattr(self.learner, key) == default,
+                    f"{key} applies to the native engine only (SB3's DDPG runs its own "
+                    "update and loop)",
+                )
             require(
                 self.bonus is None or self.engine == "native",
                 "a curiosity bonus with DDPG runs on the native engine only (on the sb3 "

@@ -1,0 +1,90 @@
+"""Observation normalisation as Plappert et al.'s DDPG ran it (``normalize_observations``).
+
+OpenAI baselines (``baselines/ddpg/`` at 8b3a6c2, ``docs/decisions.md#observation-normalisation``)
+feeds every network — actor and critic, their targets, the perturbed actors of parameter
+noise — (s − mean) / std clipped to ±5 (``ddpg.py`` l.14-17, l.106-109, l.127-132, l.157,
+l.164), with mean and std the running statistics of every observation the agent has stored
+as a transition's s (``store_transition``, l.274-278, after the transition is stored).
+Returns are not normalised (``main.py`` l.89: off).
+
+The statistics are those of baselines' ``RunningMeanStd`` (``common/mpi_running_mean_std.py``
+l.4-43): float64 sums that start from a prior of count 0.01 and Σx² = 0.01 (so the first
+std is 1), mean = Σx / n and std = √max(Σx²/n − mean², 0.01), both in float32 (l.25-26).
+
+The replay buffer keeps raw observations, as baselines' memory does (l.276): a minibatch is
+normalised by the statistics of the moment it is drawn, not of the moment it was stored, so
+early transitions are not frozen in the scale of a few first observations, and the
+curiosity bonus and a saved buffer see the task's own observations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+#: ``observation_range=(-5., 5.)`` (``ddpg.py`` l.66): normalised observations are clipped.
+OBSERVATION_CLIP = 5.0
+#: ``RunningMeanStd(epsilon=1e-2)``: the sums' starting count and Σx² (l.6-22).
+PRIOR_COUNT = 1e-2
+#: The variance's floor (l.26): std ≥ 0.1 whatever the observations.
+MIN_VARIANCE = 1e-2
+
+
+def normalized_observations(obs: Tensor, mean: Tensor, std: Tensor) -> Tensor:
+    """(s − mean) / std, clipped to ±:data:`OBSERVATION_CLIP` (``ddpg.py`` l.106-109)."""
+    return ((obs - mean) / std).clamp(-OBSERVATION_CLIP, OBSERVATION_CLIP)
+
+
+class ObservationStatistics:
+    """Running mean and std of the observations stored, on the host in float64.
+
+    ``mean`` and ``std`` are float32 tensors on the training device, updated in place by
+    :meth:`update`: the compiled update reads them as inputs of its graph, so they keep
+    their identity for the agent's lifetime (loading a checkpoint copies into them too).
+    """
+
+    def __init__(self, obs_dim: int, device: torch.device | str = "cpu") -> None:
+        self.sum = np.zeros(obs_dim, dtype=np.float64)
+        self.sumsq = np.full(obs_dim, PRIOR_COUNT, dtype=np.float64)
+        self.count = PRIOR_COUNT
+        self.mean = torch.zeros(obs_dim, dtype=torch.float32, device=device)
+        self.std = torch.ones(obs_dim, dtype=torch.float32, device=device)
+        self._publish()
+
+    def update(self, obs: np.ndarray) -> None:
+        """Add one observation (or a batch of them, one per row)."""
+        x = np.asarray(obs, dtype=np.float64).reshape(-1, self.sum.shape[0])
+        self.sum += x.sum(axis=0)
+        self.sumsq += np.square(x).sum(axis=0)
+        self.count += len(x)
+        self._publish()
+
+    def _publish(self) -> None:
+        """mean and std from the sums, in float32 as ``RunningMeanStd`` computes them."""
+        mean = (self.sum / self.count).astype(np.float32)
+        variance = (self.sumsq / self.count).astype(np.float32) - np.square(mean)
+        std = np.sqrt(np.maximum(variance, np.float32(MIN_VARIANCE)))
+        self.mean.copy_(torch.from_numpy(mean))
+        self.std.copy_(torch.from_numpy(std))
+
+    def normalize(self, obs: Tensor) -> Tensor:
+        """``obs`` as the networks see it."""
+        return normalized_observations(obs, self.mean, self.std)
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """The sums, as tensors (a checkpoint is data only)."""
+        return {
+            "sum": torch.from_numpy(self.sum.copy()),
+            "sumsq": torch.from_numpy(self.sumsq.copy()),
+            "count": torch.tensor(self.count, dtype=torch.float64),
+        }
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        sums = [state[key].detach().cpu().numpy().astype(np.float64) for key in ("sum", "sumsq")]
+        if any(x.shape != self.sum.shape for x in sums):
+            shape = sums[0].shape
+            raise ValueError(f"observation statistics of shape {shape}, not {self.sum.shape}")
+        self.sum, self.sumsq = (x.copy() for x in sums)
+        self.count = float(state["count"])
+        self._publish()
