@@ -705,6 +705,37 @@ def wait_for(paths: Callable[[], list[Path]], count: int, proc: subprocess.Popen
         time.sleep(0.1)
 
 
+def test_8_ctrl_c_stops_a_grid_of_populations_with_every_member_checkpointed(tmp_path):
+    """Ctrl-C on a grid whose runs train as populations (two workers, a population of four
+    each): every member stops with a checkpoint of its own, exit 130 at once, and the same
+    command continues every member from its checkpoint."""
+    exe = str(Path(sys.executable).with_name("train_agent"))
+    args = [exe, *TINY, "--opt", "vadam,adam-plain", "--seeds", "4", "--workers", "2",
+            "--steps", "100000", "--eval-every", "50000"]  # fmt: skip
+    grid = subprocess.Popen(
+        args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, preexec_fn=default_sigint,
+    )  # fmt: skip
+    env_dir = tmp_path / "out" / "Pendulum-v1"
+    wait_for(lambda: list(env_dir.glob("*/seed*/events.out.tfevents.*")), 8, grid)
+    time.sleep(2)  # training
+    interrupted = time.monotonic()
+    os.killpg(grid.pid, signal.SIGINT)
+    _, stderr = grid.communicate(timeout=120)
+    assert grid.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert time.monotonic() - interrupted < 15
+    steps = {}
+    for run_dir in sorted(env_dir.glob("*/seed*")):
+        state = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+        steps[run_dir] = state["counters"]["num_timesteps"]
+    assert len(steps) == 8 and min(steps.values()) > 0, steps
+    # A population's members stop together: one step for all of each strategy's.
+    assert {steps[d] for d in steps if d.parent.name == "vadam"} == {
+        steps[env_dir / "vadam" / "seed0"]
+    }
+
+
 def test_8_ctrl_c_stops_a_grid_and_sigterm_checkpoints(tmp_path):
     """Ctrl-C (SIGINT to the process group) on a grid with workers: the running runs stop
     with a checkpoint, the queued ones never start, exit 130 at once. SIGTERM on a single
@@ -713,7 +744,7 @@ def test_8_ctrl_c_stops_a_grid_and_sigterm_checkpoints(tmp_path):
     exe = str(Path(sys.executable).with_name("train_agent"))
     grid = subprocess.Popen(
         [exe, *TINY, "--opt", "vadam,adam-plain", "--seeds", "4", "--workers", "2", "--steps",
-         "100000", "--eval-every", "50000"],
+         "100000", "--eval-every", "50000", "--no-population"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True, preexec_fn=default_sigint,
     )  # fmt: skip
