@@ -25,7 +25,8 @@ from .runs.agent_factory import learner_module, make_task_env
 from .runs.grid import RunOutcome, run_grid, threads_per_worker
 from .runs.stopping import RunInterrupted, interrupt_on_signals
 from .runs.train import train
-from .settings import RunSettings, resolve_settings
+from .settings import RunSettings
+from .settings.resolve import resolve_runs
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,27 +143,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configs: list = []
     try:
-        configs = [
-            resolve_settings(
-                strategy=opt,
-                config_file=args.config,
-                set_options=args.set_options,
-                env=args.env,
-                seed=seed,
-                total_steps=args.total_steps,
-                eval_every=args.eval_every,
-                eval_episodes=args.eval_episodes,
-                logdir=args.logdir,
-                device=args.device,
-                engine=args.engine,
-                algo=args.algo,
-                compile=args.compile,
-                bonus={"kind": args.bonus} if args.bonus else None,
-            )
-            # Seed-major: a grid stopped part-way has every strategy on the same seeds.
-            for seed in _seeds(args.seed, args.seeds)
-            for opt in _strategies(args.opt)
-        ]
+        configs = resolve_runs(
+            _strategies(args.opt),
+            _seeds(args.seed, args.seeds),
+            config_file=args.config,
+            set_options=args.set_options,
+            env=args.env,
+            total_steps=args.total_steps,
+            eval_every=args.eval_every,
+            eval_episodes=args.eval_episodes,
+            logdir=args.logdir,
+            device=args.device,
+            engine=args.engine,
+            algo=args.algo,
+            compile=args.compile,
+            bonus={"kind": args.bonus} if args.bonus else None,
+        )
         if args.check:
             _check_envs(configs)
             for config in configs:

@@ -7,17 +7,34 @@ to that strategy only, after the file's other values (e.g. a study's action-nois
 the action-noise baselines, so that one grid runs every strategy with its own setting).
 The merged mapping becomes one :class:`RunSettings` (:meth:`RunSettings.from_values`),
 which is all the layers below ever see.
+
+**Per-member values.** A ``--set`` value that is a list where the setting takes one number
+(``--set optimizer_kwargs.sample_constant=[1e4,1e3]``) makes one run per value — a sweep,
+crossed with the seeds and strategies (:func:`resolve_runs`): each run records its own value
+and a directory of its own (``vadam@sample_constant=1000``), and the runs of a strategy train
+as one population. A list for a setting that takes a list (``hidden_sizes``) is its value;
+a list of those would change the network's shape from member to member and is refused, as is
+an empty list or one of anything but numbers.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import itertools
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
+import param_explore
+
 from ..common.checks import require, require_known
-from ..common.strategies import available_strategies
+from ..common.errors import ConfigError
+from ..common.strategies import ACTION_NOISE, available_strategies, resolve_strategy
+from ..curiosity.registry import BONUSES
 from .files import load_yaml, parse_set_options, preset_path, upgrade_config_keys, write_values
-from .learners import TRPO_STRATEGY
+from .learners import TRPO_STRATEGY, DDPGSettings, TRPOSettings
 from .run import RunSettings
 
 
@@ -32,12 +49,44 @@ def resolve_settings(
     ``flags`` are the explicit command-line values (``None`` means not given), named as the
     settings file names them (``total_steps``, ``bonus``: ``{"kind": "vime"}``, …).
     """
+    (run,) = resolve_runs([strategy], [flags.pop("seed", None)], config_file, set_options, **flags)
+    if run.variant:
+        raise ConfigError(f"one run takes one value per setting; {run.variant} is a sweep")
+    return run
+
+
+def resolve_runs(
+    strategies: list[str | None],
+    seeds: list[int | None],
+    config_file: str | Path | None = None,
+    set_options: list[str] | None = None,
+    **flags: Any,
+) -> list[RunSettings]:
+    """Every run of ``strategies`` × ``seeds`` × the per-member values of ``set_options``
+    (module docstring), seed-major (a grid stopped part-way has every strategy and value
+    on the same seeds); the files and options are read once."""
     file_values = load_yaml(config_file) if config_file is not None else {}
     source = str(config_file)
     per_strategy = _strategy_values(file_values.pop("strategies", {}), source)
     set_values = parse_set_options(set_options or [])
     flag_values = {k: v for k, v in flags.items() if v is not None}
+    runs = []
+    for seed in seeds:
+        for strategy in strategies:
+            name = _strategy_name(strategy, file_values, set_values, flag_values)
+            preset = load_yaml(preset_path(name))
+            for variant, values in _sweep(name, set_values):
+                seeded = flag_values if seed is None else {**flag_values, "seed": seed}
+                layers = (preset, file_values, per_strategy.get(name, {}), values, seeded)
+                run = _resolve(name, layers, source)
+                runs.append(dataclasses.replace(run, variant=variant) if variant else run)
+    return runs
 
+
+def _strategy_name(
+    strategy: str | None, file_values: dict, set_values: dict, flag_values: dict
+) -> str:
+    """The strategy a run trains, checked."""
     given = strategy or set_values.get("strategy") or file_values.get("strategy")
     algo = flag_values.get("algo") or set_values.get("algo") or file_values.get("algo")
     # A TRPO run records the strategy ``trpo`` (its preset); one given anyway is refused
@@ -45,18 +94,115 @@ def resolve_settings(
     name = given or (TRPO_STRATEGY if algo == "trpo" else "vadam")
     if name != TRPO_STRATEGY:
         require_known("strategy", [name], available_strategies())
-    layers = (
-        (load_yaml(preset_path(name)), f"preset {name}"),
-        (file_values, source),
-        (per_strategy.get(name, {}), f"{source} (strategies.{name})"),
-        (set_values, "--set"),
-        (flag_values, "the command line"),
-    )
+    return name
+
+
+def _resolve(name: str, layers: tuple[dict, ...], source: str) -> RunSettings:
+    """The layers (preset, file, the file's strategy section, --set, flags) merged and
+    resolved for strategy ``name``."""
+    sources = (f"preset {name}", source, f"{source} (strategies.{name})", "--set",
+               "the command line")  # fmt: skip
     values: dict[str, Any] = {}
-    for layer, where in layers:
+    for layer, where in zip(layers, sources, strict=True):
         require_known(f"config key(s) in {where}:", layer, RunSettings.keys())
         values = _merge(values, layer)
     return RunSettings.from_values({**values, "strategy": name})
+
+
+def _sweep(name: str, set_values: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``set_values`` once per combination of its per-member values, with its label
+    (``sample_constant=1000``; "" without per-member values)."""
+    swept = [(path, values) for path, values in _leaves(set_values) if isinstance(values, list)
+             and _takes_a_number(name, path, values)]  # fmt: skip
+    if not swept:
+        return [("", set_values)]
+    leaves = [path[-1] for path, _ in swept]
+    labels = [path[-1] if leaves.count(path[-1]) == 1 else ".".join(path) for path, _ in swept]
+    out = []
+    for combination in itertools.product(*(values for _, values in swept)):
+        values = copy.deepcopy(set_values)
+        for (path, _), value in zip(swept, combination, strict=True):
+            target = values
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = value
+        label = ",".join(f"{lab}={value:g}" for lab, value in zip(labels, combination))
+        out.append((label, values))
+    return out
+
+
+def _leaves(values: dict[str, Any], path: tuple[str, ...] = ()) -> list[tuple[tuple, Any]]:
+    found = []
+    for key, value in values.items():
+        if isinstance(value, dict):
+            found += _leaves(value, (*path, key))
+        else:
+            found.append(((*path, key), value))
+    return found
+
+
+def _takes_a_number(name: str, path: tuple[str, ...], values: list) -> bool:
+    """Whether the setting at ``path`` takes one number (so a list is one value per
+    member); a list for a setting that takes a list is its value; anything else is one
+    line."""
+    key = ".".join(path)
+    kind = _setting_kind(name, path)
+    if kind == "list":
+        require(
+            not any(isinstance(v, list) for v in values),
+            f"--set {key}: one {path[-1]} per member would change the network's shape from "
+            "member to member; a population's members share it (run the shapes as grids "
+            "of their own)",
+        )
+        return False
+    require(
+        kind == "number",
+        f"--set {key}: a list of values, one per member, is for settings that take a "
+        f"number; {path[-1]} takes one {kind}",
+    )
+    require(bool(values), f"--set {key}: an empty list of values")
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, (int, float))]
+    if bad:
+        raise ConfigError(f"--set {key}: every value of a list must be a number, got {bad[0]!r}")
+    return True
+
+
+def _setting_kind(name: str, path: tuple[str, ...]) -> str:
+    """``number``, ``list`` or another kind (a string, a mapping, …) of a setting."""
+    if len(path) == 1:
+        hints = {}
+        for record in (RunSettings, DDPGSettings, TRPOSettings):
+            hints.update(typing.get_type_hints(record))
+        return _kind(hints.get(path[0], str))
+    section, key = path[0], path[-1]
+    if section == "optimizer_kwargs" and name in available_strategies():
+        default = param_explore.hyperparameters(resolve_strategy(name).optimizer).get(key)
+        return _kind(type(default) if default is not None else float)
+    if section == "action_noise" and name in ACTION_NOISE:
+        return _kind(type(ACTION_NOISE[name].settings().get(key, "")))
+    if section == "trpo":
+        return _kind(typing.get_type_hints(TRPOSettings).get(key, str))
+    if section == "bonus":
+        hints = {}
+        for kind in BONUSES.values():
+            hints.update(typing.get_type_hints(kind.settings))
+        return _kind(hints.get(key, str))
+    return "setting"
+
+
+def _kind(hint: Any) -> str:
+    if typing.get_origin(hint) is typing.Union or isinstance(hint, types.UnionType):
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))  # X | None
+    origin = typing.get_origin(hint) or hint
+    if origin is bool:
+        return "true or false"
+    if origin in (int, float):
+        return "number"
+    if origin in (list, tuple):
+        return "list"
+    if origin is typing.Literal:
+        return "of " + ", ".join(map(str, typing.get_args(hint)))
+    return "value"
 
 
 def _merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -68,12 +68,15 @@ class RunSettings:
     #: task so, and TRPO's initial σ = 1 then spans the range), off for DDPG (its actor
     #: already squashes to the bounds). ``docs/decisions.md#trpo``.
     normalize_actions: bool | None = None
+    #: The per-member values of a sweep this run is one of (``sample_constant=1000``), ""
+    #: for none: part of its directory's name (:mod:`agents.settings.resolve`).
+    variant: str = ""
 
     #: The run's own keys of a settings file (the learner's and ``bonus`` come besides).
     RUN_KEYS = (
         "env", "env_kwargs", "seed", "total_steps", "eval_every", "eval_episodes",
         "checkpoint_every", "save_replay_buffer", "log_every", "skipped_window", "logdir",
-        "device", "engine", "max_episode_steps", "normalize_actions",
+        "device", "engine", "max_episode_steps", "normalize_actions", "variant",
     )  # fmt: skip
 
     def __post_init__(self) -> None:
@@ -128,15 +131,18 @@ class RunSettings:
         return self.learner.strategy.name
 
     def run_dir(self) -> Path:
-        """``<logdir>/<env>/<strategy>[+<bonus>][-sb3]/seed<k>``: TensorBoard overlays runs
-        per env, and a strategy with a curiosity bonus is another method (``vadam`` and
-        ``vadam+vime-noisy-kfac`` side by side in one grid's logdir, and in
+        """``<logdir>/<env>/<strategy>[+<bonus>][-sb3][@<variant>]/seed<k>``: TensorBoard
+        overlays runs per env, and a strategy with a curiosity bonus, or one value of a
+        sweep, is another method (``vadam``, ``vadam+vime-noisy-kfac`` and
+        ``vadam@sample_constant=100`` side by side in one grid's logdir and in
         ``compare_runs``)."""
         name = self.strategy
         if self.bonus is not None:
             name += f"+{self.bonus.label()}"
         if self.engine != "native":
             name += f"-{self.engine}"
+        if self.variant:
+            name += f"@{self.variant}"
         return Path(self.logdir) / self.env / name / f"seed{self.seed}"
 
     def with_values(self, **changes: Any) -> RunSettings:
