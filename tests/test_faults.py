@@ -955,3 +955,58 @@ def test_yaml_beyond_any_config_is_refused_in_one_line(tmp_path, train_agent, se
     for preset in (Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"):
         text = preset.read_text()
         assert load_yaml_text(text, str(preset)) == yaml.safe_load(text)
+
+
+# =========================================================================== new surfaces
+# "The new surfaces as safe as the old": the curiosity bonus and TRPO refuse, stop and
+# check as the DDPG agent does. Each test failed before the fix (a run trained nothing and
+# exited 0, an allocator's traceback, a tampered state trusted and saved again).
+VIME_RUN = ["--bonus", "vime", "--set", "bonus.fit_every=100", "--set", "bonus.min_pool_size=100",
+            "--set", "bonus.updates_per_step=1"]  # fmt: skip
+TRPO_RUN = ["--engine", "sb3", "--algo", "trpo", "--set", "trpo.n_steps=100",
+            "--set", "hidden_sizes=[16,16]"]  # fmt: skip
+BONUS_RUNS = {  # engine → its arguments and run directory's name (TRPO saves its pool always)
+    "native": (
+        ["--opt", "vadam", *SMALL_NET, "--set", "save_replay_buffer=true"],
+        "vadam+vime-bbb",
+    ),
+    "trpo": (TRPO_RUN, "trpo+vime-bbb-sb3"),
+}
+
+
+def bonus_run(engine: str, *extra: str) -> list[str]:
+    args, _ = BONUS_RUNS[engine]
+    return ["--env", "Pendulum-v1", "--eval-episodes", "1", "--logdir", "out", "--no-progress",
+            *args, *VIME_RUN, "--set", "checkpoint_every=100", *extra]  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ["native", "trpo"])
+def test_b1_a_bonus_that_cannot_be_finite_is_refused_and_one_that_overflows_stops(
+    tmp_path, train_agent, engine
+):
+    """η = 1e300 made the float32 bonus inf: every update was skipped, exit 0. Such
+    settings are refused; a finite η whose bonus still overflows (η · gain over a small
+    mean of batch medians) stops the run as a non-finite reward does."""
+    too_large = ["--set", "bonus.eta=1e300"]
+    line = error_line(train_agent(*bonus_run(engine, "--steps", "300", "--eval-every", "300",
+                                             *too_large), cwd=tmp_path))  # fmt: skip
+    assert "bonus.eta × bonus.max_information_gain (1e+300 × 1000) must be at most 3.4e+38" in line
+    assert not (tmp_path / "out").exists()
+
+    # η · max_information_gain = 3e38 is a float32, but the gains are ~1e-3 and their
+    # medians ~1e-4: the first scored batch overflows.
+    overflow = ["--set", "bonus.eta=3e38", "--set", "bonus.max_information_gain=1"]
+    line = error_line(train_agent(*bonus_run(engine, "--steps", "300", "--eval-every", "300",
+                                             *overflow), cwd=tmp_path))  # fmt: skip
+    assert "non-finite curiosity bonus (inf): η (3e+38) · information gain" in line, line
+    assert "is beyond float32 (lower bonus.eta)" in line and "training stopped" in line
+    run_dir = tmp_path / "out" / "Pendulum-v1" / BONUS_RUNS[engine][1] / "seed0"
+    state = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    assert state["counters"]["num_timesteps"] == 100  # the last good state
+    assert state["bonus"]["num_fits"] == 1
+    if engine == "native":  # the model fitted at step 100, then the update scored a batch
+        assert "in the update at step 100" in line
+        assert "checkpoint of the last good state (step 100)" in line
+    else:  # the rollout is scored at its end, before TRPO's update: a boundary's checkpoint
+        assert "in the rollout of steps 101-200" in line
+        assert "not checkpointed mid-rollout" in line and "holds step 100" in line

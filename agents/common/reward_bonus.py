@@ -15,7 +15,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import numpy as np
+import torch
 from torch import Tensor
+
+from .errors import NonFiniteDataError
 
 
 class BonusSettings(Protocol):
@@ -53,3 +56,19 @@ class RewardBonus(Protocol):
         """Everything to continue (tensors and plain data only)."""
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def scored(bonus: RewardBonus, obs: Any, actions: Any, next_obs: Any, where: str) -> Tensor:
+    """``bonus.intrinsic_rewards`` of a batch, every one finite: a non-finite bonus stops
+    the run as a non-finite reward does (one :class:`NonFiniteDataError` line saying
+    ``where``, e.g. ``in the update at step 200``), instead of reaching the update,
+    whose non-finite loss would be skipped step after step while nothing trains."""
+    try:
+        rewards = bonus.intrinsic_rewards(obs, actions, next_obs)
+    except NonFiniteDataError as err:  # the bonus's own account of it
+        raise NonFiniteDataError(f"{err}, {where}; training stopped") from None
+    finite = torch.isfinite(rewards)
+    if not bool(finite.all()):
+        shown = rewards[~finite][:3].tolist()
+        raise NonFiniteDataError(f"non-finite curiosity bonus ({shown}) {where}; training stopped")
+    return rewards

@@ -26,6 +26,8 @@ from ..common.errors import ConfigError
 
 #: The dynamics model's posterior: VIME's Bayes by Backprop, or a project optimizer's VI form.
 POSTERIORS = tuple(param_explore.POSTERIORS)
+#: The largest float32: the bonus reaches the learners' rewards as float32.
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,12 @@ class VimeConfig:
             value = getattr(self, key)
             require(value >= 1, f"bonus.{key} must be an integer >= 1, got {value}")
         require(self.eta >= 0, f"bonus.eta must be >= 0, got {self.eta}")
+        require(
+            self.eta * self.max_information_gain <= FLOAT32_MAX,
+            f"bonus.eta × bonus.max_information_gain ({self.eta:g} × "
+            f"{self.max_information_gain:g}) must be at most {FLOAT32_MAX:.3g}, float32's "
+            "largest number: the bonus of the largest information gain would not be finite",
+        )
         require(
             self.min_pool_size <= self.pool_size,
             f"bonus.min_pool_size ({self.min_pool_size}) exceeds bonus.pool_size "

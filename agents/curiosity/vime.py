@@ -32,7 +32,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from ..common.errors import ConfigError
+from ..common.errors import ConfigError, NonFiniteDataError
 from .config import VimeConfig
 from .dynamics import BayesianDynamics
 from .pool import TransitionPool
@@ -52,8 +52,13 @@ class MedianNormaliser:
 
     def __call__(self, values: Tensor) -> Tensor:
         self.medians.append(float(torch.quantile(values.double(), 0.5)))  # numpy's median
-        scale = sum(self.medians) / len(self.medians)
+        scale = self.scale
         return values / scale if scale > 0 else torch.zeros_like(values)
+
+    @property
+    def scale(self) -> float:
+        """The mean of the last ``window`` batch medians: what a batch is divided by."""
+        return sum(self.medians) / len(self.medians)
 
 
 def _rows(array: np.ndarray | Tensor, device: torch.device) -> Tensor:
@@ -185,11 +190,22 @@ class VimeBonus:
         self, obs: np.ndarray | Tensor, actions: np.ndarray | Tensor, next_obs: np.ndarray | Tensor
     ) -> Tensor:
         """η · information gain / (mean of the last batch medians), float32 (B,), for one
-        batch; zeros until the model was fitted once."""
+        batch; zeros until the model was fitted once.
+
+        The settings keep η · ``max_information_gain`` a float32, but a small enough mean
+        of medians still takes the quotient beyond it: then NonFiniteDataError, saying so,
+        rather than an infinite reward for the learner."""
         if not self.ready:
             return torch.zeros(_rows(obs, self.device).shape[0], device=self.device)
         gains = self.information_gain(obs, actions, next_obs)
         rewards = (self.config.eta * self.normaliser(gains)).float()
+        if not bool(torch.isfinite(rewards).all()):
+            raise NonFiniteDataError(
+                f"non-finite curiosity bonus ({rewards.max().item()}): η "
+                f"({self.config.eta:g}) · information gain (up to {gains.max().item():.3g}) / "
+                f"the mean of the last batch medians ({self.normaliser.scale:.3g}) is beyond "
+                "float32 (lower bonus.eta)"
+            )
         self._scored.append(rewards.detach().cpu())
         self._medians.append(self.normaliser.medians[-1])
         return rewards

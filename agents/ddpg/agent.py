@@ -50,7 +50,7 @@ from ..common.devices import resolve_device
 from ..common.envs import coverage_statistics, env_id, make_env
 from ..common.errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
 from ..common.memory_budget import check_memory
-from ..common.reward_bonus import RewardBonus
+from ..common.reward_bonus import RewardBonus, scored
 from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
 from .compiled_update import CompilationError, CompiledUpdate
@@ -329,7 +329,8 @@ class DDPG:
         batch = self.buffer.sample(self.config.batch_size, self.generator)
         if self.bonus is None:
             return batch
-        extra = self.bonus.intrinsic_rewards(batch.obs, batch.actions, batch.next_obs)
+        where = f"in the update at step {self.num_timesteps}"
+        extra = scored(self.bonus, batch.obs, batch.actions, batch.next_obs, where)
         return batch._replace(rewards=batch.rewards + extra.reshape(batch.rewards.shape))
 
     def train_step(self) -> None:
