@@ -1010,3 +1010,40 @@ def test_b1_a_bonus_that_cannot_be_finite_is_refused_and_one_that_overflows_stop
     else:  # the rollout is scored at its end, before TRPO's update: a boundary's checkpoint
         assert "in the rollout of steps 101-200" in line
         assert "not checkpointed mid-rollout" in line and "holds step 100" in line
+
+
+LAYERS = "[" + ",".join(["1"] * 50_000) + "]"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bonus", "vime", "--set", "bonus.pool_size=1e15", "--set", "bonus.min_pool_size=1"],
+         "VIME's transition pool (bonus.pool_size=1000000000000000) "),
+        (["--bonus", "vime", "--set", "bonus.hidden_sizes=[1000000,1000000]"],
+         "VIME's dynamics model and its bbb posterior (bonus.hidden_sizes=[1000000, 1000000]) "),
+        ([*TRPO_RUN, "--set", "trpo.n_steps=1000000000000"],
+         "rollout buffer and its copy for the update (trpo.n_steps=1000000000000) "),
+        ([*TRPO_RUN, "--set", "hidden_sizes=[1000000,1000000]"],
+         "networks (hidden_sizes=[1000000, 1000000]) "),
+        # TRPO scores a whole rollout: bbb's noise per unit, K = 10⁵ per transition
+        ([*TRPO_RUN, "--set", "trpo.n_steps=10000000", "--bonus", "vime",
+          "--set", "bonus.num_samples=100000"],
+         "VIME's information gain of 10000000 transitions "),
+        (["--set", f"hidden_sizes={LAYERS}"], "hidden_sizes has 50000 hidden layers, more than"),
+        (["--bonus", "vime", "--set", f"bonus.hidden_sizes={LAYERS}"],
+         "bonus.hidden_sizes has 50000 hidden layers, more than the 100"),
+    ],
+    ids=["pool", "dynamics", "rollout", "trpo networks", "rollout gain", "layers",
+         "bonus layers"],
+)  # fmt: skip
+def test_b2_what_the_bonus_and_trpo_allocate_is_checked_before_allocating(
+    tmp_path, train_agent, args, message
+):
+    """Each ended in an allocator's traceback (or, 50 000 layers of one unit, ran for
+    minutes per step); every allocation a setting controls is in the one estimate."""
+    line = error_line(train_agent(*TINY, "--steps", "200", *args, cwd=tmp_path))
+    assert message in line, line
+    if "layers" not in message:
+        assert "need at least" in line and "available on cpu" in line and "; lower " in line
+    assert not (tmp_path / "out").exists()

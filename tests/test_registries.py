@@ -91,6 +91,9 @@ class CountSettings:
     def values(self) -> dict[str, Any]:
         return {"kind": self.kind, "scale": self.scale}
 
+    def memory_needs(self, obs_dim: int, action_dim: int, batch_size: int = 1) -> list:
+        return []  # a counter
+
 
 class CountBonus:
     """scale/√n for every transition once n transitions were seen."""

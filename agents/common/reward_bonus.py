@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from .errors import NonFiniteDataError
+from .memory_budget import MemoryNeed
 
 
 class BonusSettings(Protocol):
@@ -31,6 +32,12 @@ class BonusSettings(Protocol):
 
     def values(self) -> dict[str, Any]:
         """The settings-file form (every setting, ``kind`` included)."""
+
+    def memory_needs(self, obs_dim: int, action_dim: int, batch_size: int = 1) -> list[MemoryNeed]:
+        """What the bonus these settings make needs in memory at least, for an env's
+        observation and action sizes and a learner that scores ``batch_size`` transitions
+        at once: a run adds it to its learner's estimate and refuses settings that cannot
+        fit before anything is allocated (``agents.common.memory_budget``)."""
 
 
 class RewardBonus(Protocol):

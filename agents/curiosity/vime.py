@@ -33,12 +33,11 @@ from gymnasium import spaces
 from torch import Tensor
 
 from ..common.errors import ConfigError, NonFiniteDataError
-from .config import VimeConfig
+from ..common.memory_budget import check_memory
+from .config import CHUNK, VimeConfig
 from .dynamics import BayesianDynamics
 from .pool import TransitionPool
 
-#: Transitions whose information gain is computed in one pass (memory: B·K·weights).
-CHUNK = 256
 #: Added to the standard deviations that normalise the model's inputs (l.325).
 STD_EPS = 1e-8
 
@@ -274,10 +273,7 @@ def make_vime_bonus(
             raise ConfigError(
                 f"VIME's dynamics model needs a Box {name} space, got {type(space).__name__}"
             )
-    return VimeBonus(
-        config,
-        int(np.prod(observation_space.shape)),
-        int(np.prod(action_space.shape)),
-        seed=seed,
-        device=device,
-    )
+    obs_dim, action_dim = (int(np.prod(space.shape)) for space in (observation_space, action_space))
+    # before allocating (a run checked it with its learner's: agents.runs.agent_factory)
+    check_memory(config.memory_needs(obs_dim, action_dim), torch.device(device))
+    return VimeBonus(config, obs_dim, action_dim, seed=seed, device=device)

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import gymnasium as gym
+import numpy as np
 import torch
 from sb3_contrib import TRPO
 from stable_baselines3.common.callbacks import BaseCallback
@@ -53,6 +54,7 @@ from ..common.callbacks import Callback
 from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import env_id
+from ..common.memory_budget import check_memory
 from ..settings.learners import TRPO_STRATEGY
 from ..settings.run import RunSettings
 from . import adapter
@@ -146,6 +148,10 @@ class SB3TRPOAgent(adapter.SB3RunAgent):
         self.env_id = env_id(self.env)
         self.device = resolve_device(config.device)
         self.bonus_callback = bonus_callback
+        obs_dim, action_dim = (
+            int(np.prod(space.shape)) for space in (env.observation_space, env.action_space)
+        )
+        check_memory(self.settings.memory_needs(obs_dim, action_dim), self.device)
         self.model = self._build(self.seed)
         #: Whether the run's callback is called at a rollout boundary (checkpoints then).
         self.at_boundary = False
