@@ -43,8 +43,11 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import param_explore as pe
 from agents import DDPG
+from agents.cli import main
 from agents.common.bounded_yaml import load_yaml_text
+from agents.common.envs import make_env
 from agents.common.errors import CheckpointError, NonFiniteDataError
+from agents.curiosity import make_vime_bonus
 from agents.runs.run_lock import LOCK_FILE, run_dir_lock
 from agents.runs.run_logger import read_eval_csv
 from agents.runs.train import train
@@ -1047,3 +1050,92 @@ def test_b2_what_the_bonus_and_trpo_allocate_is_checked_before_allocating(
     if "layers" not in message:
         assert "need at least" in line and "available on cpu" in line and "; lower " in line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def finished_bonus_runs(tmp_path_factory) -> Path:
+    """A finished 200-step VIME run of each engine that takes a bonus, its model fitted."""
+    root = tmp_path_factory.mktemp("bonus-runs")
+    for engine in BONUS_RUNS:
+        args = ["--steps", "200", "--eval-every", "200", "--logdir", str(root / "out")]
+        assert main(bonus_run(engine, *args)) == 0
+    return root
+
+
+TAMPER = {
+    "NaN weights": (
+        lambda bonus: bonus["dynamics"]["network"]["0.weight"].fill_(float("nan")),
+        "bonus.dynamics.network.0.weight not finite",
+    ),
+    "moments a string": (
+        lambda bonus: bonus.update(moments="hello"),
+        "bonus.moments must be 4 float tensors of shapes",
+    ),
+    "fits negative": (
+        lambda bonus: bonus.update(num_fits=-5),
+        "bonus.num_fits must be an integer >= 0, at most the 200 steps saved, got -5",
+    ),
+    "steps since fit negative": (
+        lambda bonus: bonus.update(steps_since_fit=-1e12),
+        "bonus.steps_since_fit must be an integer >= 0, at most the 200 steps saved, "
+        "got -1000000000000.0",
+    ),
+    "steps since fit in the future": (  # the next fit would take 10¹² updates
+        lambda bonus: bonus.update(steps_since_fit=10**12),
+        "bonus.steps_since_fit must be an integer >= 0, at most the 200 steps saved",
+    ),
+    "median NaN": (
+        lambda bonus: bonus["medians"].append(float("nan")),
+        "bonus.medians must be at most 10 numbers in [0, 1000]",
+    ),
+    "σ zero": (
+        lambda bonus: bonus["dynamics"]["optimizer"]["state"][0]["rho"].fill_(-1e4),
+        "the posterior's σ (bonus.dynamics.optimizer) is not positive and finite",
+    ),
+    "pool NaN": (
+        lambda bonus: bonus["pool"]["obs"][7].fill_(float("nan")),
+        "bonus.pool.obs not finite",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("engine", "case"),
+    [*(("native", case) for case in TAMPER), ("trpo", "NaN weights"), ("trpo", "fits negative")],
+)
+def test_b3_a_tampered_bonus_state_is_refused(
+    tmp_path, finished_bonus_runs, train_agent, engine, case
+):
+    """A finished run's bonus state was loaded as it came: NaN weights trained on and were
+    saved again, a string for the moments was a traceback, negative counters meant the
+    model never fitted again. Checked on load, one line naming the checkpoint."""
+    name = BONUS_RUNS[engine][1]
+    run_dir = tmp_path / "out" / "Pendulum-v1" / name / "seed0"
+    shutil.copytree(finished_bonus_runs / "out" / "Pendulum-v1" / name / "seed0", run_dir)
+    checkpoint = run_dir / "checkpoints" / "latest.pt"
+    state = torch.load(checkpoint, weights_only=True)
+    tamper, message = TAMPER[case]
+    tamper(state["bonus"])
+    torch.save(state, checkpoint)
+    before = snapshot(run_dir)
+    resume = bonus_run(engine, "--steps", "400", "--eval-every", "200", "--resume")
+    line = error_line(train_agent(*resume, cwd=tmp_path))
+    assert f"checkpoint {checkpoint.relative_to(tmp_path)} refused: its curiosity bonus" in line
+    assert message in line, line
+    assert snapshot(run_dir) == before
+
+
+def test_b3_a_non_finite_bonus_state_is_never_saved(tmp_path):
+    env = make_env("Pendulum-v1")
+    settings = {"hidden_sizes": [8], "min_pool_size": 50, "fit_every": 50}
+    bonus = make_vime_bonus(settings, env.observation_space, env.action_space, seed=0)
+    agent = DDPG(env, hidden_sizes=[16, 16], seed=0, device="cpu", bonus=bonus)
+    agent.learn(60)
+    path = tmp_path / "latest.pt"
+    agent.save(path)
+    with torch.no_grad():
+        bonus.dynamics.network[0].weight[0, 0] = float("nan")
+    with pytest.raises(NonFiniteDataError, match=r"bonus\.dynamics\.network\.0\.weight"):
+        agent.save(path)
+    saved = torch.load(path, weights_only=True)  # the last good state stays
+    assert torch.isfinite(saved["bonus"]["dynamics"]["network"]["0.weight"]).all()

@@ -122,7 +122,7 @@ class CountBonus:
     def state_dict(self, include_pool: bool = True) -> dict[str, Any]:
         return {"count": self.count}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], steps: int | None = None) -> None:
         self.count = state["count"]
 
 

@@ -62,7 +62,11 @@ class RewardBonus(Protocol):
     def state_dict(self, include_pool: bool = True) -> dict[str, Any]:
         """Everything to continue (tensors and plain data only)."""
 
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def load_state_dict(self, state: dict[str, Any], steps: int | None = None) -> None:
+        """Continue from :meth:`state_dict`'s form, read from a checkpoint, so checked
+        first: :class:`~agents.common.errors.CheckpointError` saying what is not valid, and
+        nothing loaded. ``steps``: the learner's environment steps when it was saved, one
+        transition each (None when unknown), which bounds what the state may count."""
 
 
 def scored(bonus: RewardBonus, obs: Any, actions: Any, next_obs: Any, where: str) -> Tensor:

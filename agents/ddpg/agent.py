@@ -67,6 +67,8 @@ _CHECKED_STATE = (
     "actor_optimizer",
     "critic_optimizer",
 )
+#: What must be finite to be saved: the agent's state and its curiosity bonus's.
+_SAVED_CHECKED_STATE = (*_CHECKED_STATE, "bonus")
 
 
 class DDPG:
@@ -441,7 +443,7 @@ class DDPG:
                 "the checkpoint and this run disagree on the curiosity bonus (one has none)"
             )
         if self.bonus is not None:
-            self.bonus.load_state_dict(state["bonus"])
+            self.bonus.load_state_dict(state["bonus"], steps=self.num_timesteps)
         if self._compiled_update is not None:  # the optimizers hold new state tensors
             self._compiled_update.bind()
 
@@ -461,6 +463,8 @@ class DDPG:
             check(state.get("metadata", {}))
         try:
             self.load_state_dict(state)
+        except CheckpointError as err:  # a part that says what is wrong with it
+            raise CheckpointError(f"checkpoint {path} refused: {err}") from None
         except (RuntimeError, KeyError, ValueError) as err:
             detail = str(err).strip().splitlines()[0][:200]
             raise CheckpointError(
@@ -476,8 +480,9 @@ class DDPG:
     ) -> None:
         """Write the agent (and ``metadata``: plain data) to ``path`` atomically, a crash
         never leaving half a file. A state with a non-finite weight or optimizer tensor is
-        not written: NonFiniteDataError, and ``path`` keeps the last good state."""
-        save_finite(self.state_dict(include_buffer), path, _CHECKED_STATE, metadata)
+        not written (nor one whose curiosity bonus's state is not finite):
+        NonFiniteDataError, and ``path`` keeps the last good state."""
+        save_finite(self.state_dict(include_buffer), path, _SAVED_CHECKED_STATE, metadata)
 
     @classmethod
     def load(

@@ -130,7 +130,7 @@ class SB3TRPOAgent(adapter.SB3RunAgent):
         ("value", "train/value_loss"),
         ("kl", "train/kl_divergence_loss"),
     )
-    checked_state = ("policy", "optimizer")
+    checked_state = ("policy", "optimizer", "bonus")
 
     def __init__(
         self,
@@ -257,7 +257,7 @@ class SB3TRPOAgent(adapter.SB3RunAgent):
         model._n_updates = counters["num_updates"]
         self.episode_ended = bool(state["at_episode_boundary"])
         if self.bonus_callback is not None:
-            self.bonus_callback.bonus.load_state_dict(state["bonus"])
+            self.bonus_callback.bonus.load_state_dict(state["bonus"], steps=model.num_timesteps)
 
 
 def _env_rng(env: gym.Env) -> dict[str, Any]:
