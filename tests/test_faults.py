@@ -43,8 +43,11 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import param_explore as pe
 from agents import DDPG
+from agents.cli import main
 from agents.common.bounded_yaml import load_yaml_text
+from agents.common.envs import make_env
 from agents.common.errors import CheckpointError, NonFiniteDataError
+from agents.curiosity import make_vime_bonus
 from agents.runs.run_lock import LOCK_FILE, run_dir_lock
 from agents.runs.run_logger import read_eval_csv
 from agents.runs.train import train
@@ -986,3 +989,184 @@ def test_yaml_beyond_any_config_is_refused_in_one_line(tmp_path, train_agent, se
     for preset in (Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"):
         text = preset.read_text()
         assert load_yaml_text(text, str(preset)) == yaml.safe_load(text)
+
+
+# =========================================================================== new surfaces
+# "The new surfaces as safe as the old": the curiosity bonus and TRPO refuse, stop and
+# check as the DDPG agent does. Each test failed before the fix (a run trained nothing and
+# exited 0, an allocator's traceback, a tampered state trusted and saved again).
+VIME_RUN = ["--bonus", "vime", "--set", "bonus.fit_every=100", "--set", "bonus.min_pool_size=100",
+            "--set", "bonus.updates_per_step=1"]  # fmt: skip
+TRPO_RUN = ["--engine", "sb3", "--algo", "trpo", "--set", "trpo.n_steps=100",
+            "--set", "hidden_sizes=[16,16]"]  # fmt: skip
+BONUS_RUNS = {  # engine → its arguments and run directory's name (TRPO saves its pool always)
+    "native": (
+        ["--opt", "vadam", *SMALL_NET, "--set", "save_replay_buffer=true"],
+        "vadam+vime-bbb",
+    ),
+    "trpo": (TRPO_RUN, "trpo+vime-bbb-sb3"),
+}
+
+
+def bonus_run(engine: str, *extra: str) -> list[str]:
+    args, _ = BONUS_RUNS[engine]
+    return ["--env", "Pendulum-v1", "--eval-episodes", "1", "--logdir", "out", "--no-progress",
+            *args, *VIME_RUN, "--set", "checkpoint_every=100", *extra]  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ["native", "trpo"])
+def test_b1_a_bonus_that_cannot_be_finite_is_refused_and_one_that_overflows_stops(
+    tmp_path, train_agent, engine
+):
+    """η = 1e300 made the float32 bonus inf: every update was skipped, exit 0. Such
+    settings are refused; a finite η whose bonus still overflows (η · gain over a small
+    mean of batch medians) stops the run as a non-finite reward does."""
+    too_large = ["--set", "bonus.eta=1e300"]
+    line = error_line(train_agent(*bonus_run(engine, "--steps", "300", "--eval-every", "300",
+                                             *too_large), cwd=tmp_path))  # fmt: skip
+    assert "bonus.eta × bonus.max_information_gain (1e+300 × 1000) must be at most 3.4e+38" in line
+    assert not (tmp_path / "out").exists()
+
+    # η · max_information_gain = 3e38 is a float32, but the gains are ~1e-3 and their
+    # medians ~1e-4: the first scored batch overflows.
+    overflow = ["--set", "bonus.eta=3e38", "--set", "bonus.max_information_gain=1"]
+    line = error_line(train_agent(*bonus_run(engine, "--steps", "300", "--eval-every", "300",
+                                             *overflow), cwd=tmp_path))  # fmt: skip
+    assert "non-finite curiosity bonus (inf): η (3e+38) · information gain" in line, line
+    assert "is beyond float32 (lower bonus.eta)" in line and "training stopped" in line
+    run_dir = tmp_path / "out" / "Pendulum-v1" / BONUS_RUNS[engine][1] / "seed0"
+    state = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    assert state["counters"]["num_timesteps"] == 100  # the last good state
+    assert state["bonus"]["num_fits"] == 1
+    if engine == "native":  # the model fitted at step 100, then the update scored a batch
+        assert "in the update at step 100" in line
+        assert "checkpoint of the last good state (step 100)" in line
+    else:  # the rollout is scored at its end, before TRPO's update: a boundary's checkpoint
+        assert "in the rollout of steps 101-200" in line
+        assert "not checkpointed mid-rollout" in line and "holds step 100" in line
+
+
+LAYERS = "[" + ",".join(["1"] * 50_000) + "]"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bonus", "vime", "--set", "bonus.pool_size=1e15", "--set", "bonus.min_pool_size=1"],
+         "VIME's transition pool (bonus.pool_size=1000000000000000) "),
+        (["--bonus", "vime", "--set", "bonus.hidden_sizes=[1000000,1000000]"],
+         "VIME's dynamics model and its bbb posterior (bonus.hidden_sizes=[1000000, 1000000]) "),
+        ([*TRPO_RUN, "--set", "trpo.n_steps=1000000000000"],
+         "rollout buffer and its copy for the update (trpo.n_steps=1000000000000) "),
+        ([*TRPO_RUN, "--set", "hidden_sizes=[1000000,1000000]"],
+         "networks (hidden_sizes=[1000000, 1000000]) "),
+        # TRPO scores a whole rollout: bbb's noise per unit, K = 10⁵ per transition
+        ([*TRPO_RUN, "--set", "trpo.n_steps=10000000", "--bonus", "vime",
+          "--set", "bonus.num_samples=100000"],
+         "VIME's information gain of 10000000 transitions "),
+        (["--set", f"hidden_sizes={LAYERS}"], "hidden_sizes has 50000 hidden layers, more than"),
+        (["--bonus", "vime", "--set", f"bonus.hidden_sizes={LAYERS}"],
+         "bonus.hidden_sizes has 50000 hidden layers, more than the 100"),
+    ],
+    ids=["pool", "dynamics", "rollout", "trpo networks", "rollout gain", "layers",
+         "bonus layers"],
+)  # fmt: skip
+def test_b2_what_the_bonus_and_trpo_allocate_is_checked_before_allocating(
+    tmp_path, train_agent, args, message
+):
+    """Each ended in an allocator's traceback (or, 50 000 layers of one unit, ran for
+    minutes per step); every allocation a setting controls is in the one estimate."""
+    line = error_line(train_agent(*TINY, "--steps", "200", *args, cwd=tmp_path))
+    assert message in line, line
+    if "layers" not in message:
+        assert "need at least" in line and "available on cpu" in line and "; lower " in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def finished_bonus_runs(tmp_path_factory) -> Path:
+    """A finished 200-step VIME run of each engine that takes a bonus, its model fitted."""
+    root = tmp_path_factory.mktemp("bonus-runs")
+    for engine in BONUS_RUNS:
+        args = ["--steps", "200", "--eval-every", "200", "--logdir", str(root / "out")]
+        assert main(bonus_run(engine, *args)) == 0
+    return root
+
+
+TAMPER = {
+    "NaN weights": (
+        lambda bonus: bonus["dynamics"]["network"]["0.weight"].fill_(float("nan")),
+        "bonus.dynamics.network.0.weight not finite",
+    ),
+    "moments a string": (
+        lambda bonus: bonus.update(moments="hello"),
+        "bonus.moments must be 4 float tensors of shapes",
+    ),
+    "fits negative": (
+        lambda bonus: bonus.update(num_fits=-5),
+        "bonus.num_fits must be an integer >= 0, at most the 200 steps saved, got -5",
+    ),
+    "steps since fit negative": (
+        lambda bonus: bonus.update(steps_since_fit=-1e12),
+        "bonus.steps_since_fit must be an integer >= 0, at most the 200 steps saved, "
+        "got -1000000000000.0",
+    ),
+    "steps since fit in the future": (  # the next fit would take 10¹² updates
+        lambda bonus: bonus.update(steps_since_fit=10**12),
+        "bonus.steps_since_fit must be an integer >= 0, at most the 200 steps saved",
+    ),
+    "median NaN": (
+        lambda bonus: bonus["medians"].append(float("nan")),
+        "bonus.medians must be at most 10 numbers in [0, 1000]",
+    ),
+    "σ zero": (
+        lambda bonus: bonus["dynamics"]["optimizer"]["state"][0]["rho"].fill_(-1e4),
+        "the posterior's σ (bonus.dynamics.optimizer) is not positive and finite",
+    ),
+    "pool NaN": (
+        lambda bonus: bonus["pool"]["obs"][7].fill_(float("nan")),
+        "bonus.pool.obs not finite",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("engine", "case"),
+    [*(("native", case) for case in TAMPER), ("trpo", "NaN weights"), ("trpo", "fits negative")],
+)
+def test_b3_a_tampered_bonus_state_is_refused(
+    tmp_path, finished_bonus_runs, train_agent, engine, case
+):
+    """A finished run's bonus state was loaded as it came: NaN weights trained on and were
+    saved again, a string for the moments was a traceback, negative counters meant the
+    model never fitted again. Checked on load, one line naming the checkpoint."""
+    name = BONUS_RUNS[engine][1]
+    run_dir = tmp_path / "out" / "Pendulum-v1" / name / "seed0"
+    shutil.copytree(finished_bonus_runs / "out" / "Pendulum-v1" / name / "seed0", run_dir)
+    checkpoint = run_dir / "checkpoints" / "latest.pt"
+    state = torch.load(checkpoint, weights_only=True)
+    tamper, message = TAMPER[case]
+    tamper(state["bonus"])
+    torch.save(state, checkpoint)
+    before = snapshot(run_dir)
+    resume = bonus_run(engine, "--steps", "400", "--eval-every", "200", "--resume")
+    line = error_line(train_agent(*resume, cwd=tmp_path))
+    assert f"checkpoint {checkpoint.relative_to(tmp_path)} refused: its curiosity bonus" in line
+    assert message in line, line
+    assert snapshot(run_dir) == before
+
+
+def test_b3_a_non_finite_bonus_state_is_never_saved(tmp_path):
+    env = make_env("Pendulum-v1")
+    settings = {"hidden_sizes": [8], "min_pool_size": 50, "fit_every": 50}
+    bonus = make_vime_bonus(settings, env.observation_space, env.action_space, seed=0)
+    agent = DDPG(env, hidden_sizes=[16, 16], seed=0, device="cpu", bonus=bonus)
+    agent.learn(60)
+    path = tmp_path / "latest.pt"
+    agent.save(path)
+    with torch.no_grad():
+        bonus.dynamics.network[0].weight[0, 0] = float("nan")
+    with pytest.raises(NonFiniteDataError, match=r"bonus\.dynamics\.network\.0\.weight"):
+        agent.save(path)
+    saved = torch.load(path, weights_only=True)  # the last good state stays
+    assert torch.isfinite(saved["bonus"]["dynamics"]["network"]["0.weight"]).all()

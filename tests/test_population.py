@@ -190,6 +190,24 @@ def test_a_member_that_diverges_stops_alone_with_its_error(tmp_path):
     assert steps(good.run_dir) == [200, 400, 600]
 
 
+def test_a_member_whose_bonus_overflows_stops_alone(tmp_path):
+    """A member's curiosity bonus that overflows float32 (η · gain over a small median)
+    stops that member with the single run's line; the other member finishes."""
+    configs = resolve_runs(
+        ["vadam"], [0], env="Pendulum-v1", total_steps=400, eval_every=200,
+        eval_episodes=1, logdir=str(tmp_path), compile=False,
+        set_options=["bonus.kind=vime", "hidden_sizes=[16,16]", "learning_starts=100",
+                     "bonus.fit_every=100", "bonus.min_pool_size=100", "bonus.updates_per_step=1",
+                     "bonus.max_information_gain=1", "bonus.eta=[1e-3,3e38]"],
+    )  # fmt: skip
+    good, bad = train_population(configs)
+    assert good.error is None
+    assert isinstance(bad.error, NonFiniteDataError), bad.error
+    assert "non-finite curiosity bonus" in str(bad.error), bad.error
+    assert "in the update at step" in str(bad.error)
+    assert steps(good.run_dir) == [200, 400]
+
+
 def test_the_memory_check_counts_every_member(tmp_path):
     """A population that cannot fit is refused with one line, before anything is written:
     the estimate is every member's."""

@@ -91,6 +91,9 @@ class CountSettings:
     def values(self) -> dict[str, Any]:
         return {"kind": self.kind, "scale": self.scale}
 
+    def memory_needs(self, obs_dim: int, action_dim: int, batch_size: int = 1) -> list:
+        return []  # a counter
+
 
 class CountBonus:
     """scale/√n for every transition once n transitions were seen."""
@@ -119,7 +122,7 @@ class CountBonus:
     def state_dict(self, include_pool: bool = True) -> dict[str, Any]:
         return {"count": self.count}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], steps: int | None = None) -> None:
         self.count = state["count"]
 
 

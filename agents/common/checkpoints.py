@@ -17,6 +17,7 @@ which would run the code. Its message is never shown.
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import pickletools
@@ -232,8 +233,8 @@ def _is_sb3_zip(path: Path) -> bool:
 
 
 def non_finite_entries(state: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """Names of the floating-point tensors in ``state`` holding a non-finite value: a state
-    that must not be checkpointed as a good one."""
+    """Names of the floating-point tensors and numbers in ``state`` holding a non-finite
+    value: a state that must not be checkpointed as a good one."""
     found = []
     for key, value in state.items():
         name = f"{prefix}{key}"
@@ -245,7 +246,7 @@ def non_finite_entries(state: Mapping[str, Any], prefix: str = "") -> list[str]:
             torch.is_tensor(value)
             and value.is_floating_point()
             and not bool(torch.isfinite(value).all())
-        ):
+        ) or (isinstance(value, float) and not math.isfinite(value)):
             found.append(name)
     return found
 
@@ -259,9 +260,9 @@ def save_finite(
     state: dict[str, Any], path: str | Path, checked: tuple[str, ...], metadata: dict | None
 ) -> None:
     """Write ``state`` with ``metadata`` (:func:`write_checkpoint`) unless a tensor under
-    a ``checked`` key is not finite: then NonFiniteDataError, and ``path`` keeps the last
-    good state."""
-    bad = non_finite_entries({key: state[key] for key in checked})
+    a ``checked`` key (those it has) is not finite: then NonFiniteDataError, and ``path``
+    keeps the last good state."""
+    bad = non_finite_entries({key: state[key] for key in checked if key in state})
     if bad:
         raise NonFiniteDataError(
             f"not saved to {path}: the agent's state is not finite ({listed(bad)}; an "

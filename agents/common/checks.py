@@ -24,6 +24,25 @@ def require(condition: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+#: The most hidden layers a network of a run may have. A layer's cost is mostly not its
+#: tensors' bytes but Python's: a module, its parameters, their optimizer state, and autograd
+#: nodes at every pass, each an object of its own. Fifty thousand layers of one unit ran
+#: for minutes per step at gigabytes that no estimate of tensor bytes sees (and that a
+#: large machine would hold, so a memory estimate would let it crawl on); a plain ReLU MLP
+#: this deep does not train in the first place, and every network here has one to three.
+MAX_HIDDEN_LAYERS = 100
+
+
+def require_layers(name: str, sizes: list[int]) -> None:
+    """At most :data:`MAX_HIDDEN_LAYERS` hidden layers in ``sizes`` (the setting ``name``)."""
+    require(
+        len(sizes) <= MAX_HIDDEN_LAYERS,
+        f"{name} has {len(sizes)} hidden layers, more than the {MAX_HIDDEN_LAYERS} a network "
+        "may have (a plain MLP that deep does not train, and each layer costs Python objects "
+        "and time at every step)",
+    )
+
+
 def require_known(what: str, given: Iterable[str], valid: Iterable[str]) -> None:
     """Every key of ``given`` is one of ``valid``, or one line naming the unknown ones, the
     nearest valid name and the valid names (:func:`param_explore.validation.require_known`)."""

@@ -15,7 +15,11 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import numpy as np
+import torch
 from torch import Tensor
+
+from .errors import NonFiniteDataError
+from .memory_budget import MemoryNeed
 
 
 class BonusSettings(Protocol):
@@ -28,6 +32,12 @@ class BonusSettings(Protocol):
 
     def values(self) -> dict[str, Any]:
         """The settings-file form (every setting, ``kind`` included)."""
+
+    def memory_needs(self, obs_dim: int, action_dim: int, batch_size: int = 1) -> list[MemoryNeed]:
+        """What the bonus these settings make needs in memory at least, for an env's
+        observation and action sizes and a learner that scores ``batch_size`` transitions
+        at once: a run adds it to its learner's estimate and refuses settings that cannot
+        fit before anything is allocated (``agents.common.memory_budget``)."""
 
 
 class RewardBonus(Protocol):
@@ -52,4 +62,24 @@ class RewardBonus(Protocol):
     def state_dict(self, include_pool: bool = True) -> dict[str, Any]:
         """Everything to continue (tensors and plain data only)."""
 
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def load_state_dict(self, state: dict[str, Any], steps: int | None = None) -> None:
+        """Continue from :meth:`state_dict`'s form, read from a checkpoint, so checked
+        first: :class:`~agents.common.errors.CheckpointError` saying what is not valid, and
+        nothing loaded. ``steps``: the learner's environment steps when it was saved, one
+        transition each (None when unknown), which bounds what the state may count."""
+
+
+def scored(bonus: RewardBonus, obs: Any, actions: Any, next_obs: Any, where: str) -> Tensor:
+    """``bonus.intrinsic_rewards`` of a batch, every one finite: a non-finite bonus stops
+    the run as a non-finite reward does (one :class:`NonFiniteDataError` line saying
+    ``where``, e.g. ``in the update at step 200``), instead of reaching the update,
+    whose non-finite loss would be skipped step after step while nothing trains."""
+    try:
+        rewards = bonus.intrinsic_rewards(obs, actions, next_obs)
+    except NonFiniteDataError as err:  # the bonus's own account of it
+        raise NonFiniteDataError(f"{err}, {where}; training stopped") from None
+    finite = torch.isfinite(rewards)
+    if not bool(finite.all()):
+        shown = rewards[~finite][:3].tolist()
+        raise NonFiniteDataError(f"non-finite curiosity bonus ({shown}) {where}; training stopped")
+    return rewards

@@ -15,17 +15,27 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Literal
 
 import torch
 
 import param_explore
 
-from ..common.checks import coerce_fields, record_from_mapping, require
+from ..common.checks import coerce_fields, record_from_mapping, require, require_layers
 from ..common.errors import ConfigError
+from ..common.memory_budget import FLOAT32, MemoryNeed
 
 #: The dynamics model's posterior: VIME's Bayes by Backprop, or a project optimizer's VI form.
 POSTERIORS = tuple(param_explore.POSTERIORS)
+#: Transitions whose information gain is computed in one pass (memory: B·K·weights).
+CHUNK = 256
+#: The largest float32: the bonus reaches the learners' rewards as float32.
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+#: Tensors of the posterior's optimizer state per weight, besides the weight and its
+#: gradient: bbb's ε, ρ and Adam's two moments of μ and of ρ; noisy Adam's ε, m and f;
+#: noisy K-FAC's ε and its step and sample scales (its Kronecker factors come on top).
+_STATE_PER_WEIGHT = {"bbb": 6, "noisy-adam": 3, "noisy-kfac": 3}
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,12 @@ class VimeConfig:
             require(value >= 1, f"bonus.{key} must be an integer >= 1, got {value}")
         require(self.eta >= 0, f"bonus.eta must be >= 0, got {self.eta}")
         require(
+            self.eta * self.max_information_gain <= FLOAT32_MAX,
+            f"bonus.eta × bonus.max_information_gain ({self.eta:g} × "
+            f"{self.max_information_gain:g}) must be at most {FLOAT32_MAX:.3g}, float32's "
+            "largest number: the bonus of the largest information gain would not be finite",
+        )
+        require(
             self.min_pool_size <= self.pool_size,
             f"bonus.min_pool_size ({self.min_pool_size}) exceeds bonus.pool_size "
             f"({self.pool_size})",
@@ -107,6 +123,7 @@ class VimeConfig:
             len(self.hidden_sizes) >= 1 and all(h > 0 for h in self.hidden_sizes),
             f"bonus.hidden_sizes needs at least one positive size, got {self.hidden_sizes}",
         )
+        require_layers("bonus.hidden_sizes", self.hidden_sizes)
         if self.lr is not None:
             require(self.lr > 0, f"bonus.lr must be > 0, got {self.lr}")
         try:  # the posterior optimizer's own checks, without building it
@@ -133,6 +150,65 @@ class VimeConfig:
     def num_data(self) -> int:
         """N of the ELBO: the KL term counts once per this many transitions."""
         return self.kl_batches * self.pool_batch_size
+
+    def memory_needs(self, obs_dim: int, action_dim: int, batch_size: int = 1) -> list[MemoryNeed]:
+        """What these settings need in memory at least (``agents.common.memory_budget``),
+        for an env's observation and action sizes and a learner that scores
+        ``batch_size`` transitions at once (a minibatch, a rollout): the transition pool
+        exactly (s, a, s′ as float32, allocated whole when the bonus is made); the dynamics
+        model, its gradient and its posterior's state (:data:`_STATE_PER_WEIGHT`, noisy
+        K-FAC's factors and their eigenbases); one fit step's minibatch and activations;
+        and the information gain of a batch, taken :data:`CHUNK` transitions at a time:
+        every transition's own gradient of every weight (bbb as released: two, of μ and
+        σ, averaged over the K samples; bbb's noise per weight: one per sample, with the K
+        weight samples; the noisy posteriors: one, at the mean, and K = 1), or for noisy
+        K-FAC the mean rotated into its eigenbases in float64, and bbb's noise per unit
+        for the whole batch (K per unit and transition)."""
+        sizes = [obs_dim + action_dim, *self.hidden_sizes, obs_dim]
+        layers = list(pairwise(sizes))
+        weights = sum((a + 1) * b for a, b in layers)
+        units = sum(b for _, b in layers)
+        hidden = list(self.hidden_sizes)
+        model = (2 + _STATE_PER_WEIGHT[self.posterior]) * weights
+        if self.posterior == "noisy-kfac":  # A, S and their eigenbases, per layer
+            model += 2 * sum((a + 1) ** 2 + b**2 for a, b in layers)
+        chunk = min(CHUNK, batch_size)
+        row = 2 * obs_dim + action_dim
+        samples = f", bonus.num_samples={self.num_samples}" if self.posterior == "bbb" else ""
+        lower = "bonus.hidden_sizes"
+        if self.posterior == "bbb" and self.bbb_gain_noise == "unit":
+            gain = 2 * chunk * weights + batch_size * self.num_samples * units
+        elif self.posterior == "bbb":
+            gain = (2 + chunk) * self.num_samples * weights
+            lower = "bonus.hidden_sizes or bonus.num_samples"
+        elif self.posterior == "noisy-adam":
+            gain = (2 + chunk) * weights
+        else:
+            gain = 4 * weights
+        return [
+            MemoryNeed(
+                f"VIME's transition pool (bonus.pool_size={self.pool_size})",
+                self.pool_size * row * FLOAT32,
+                "bonus.pool_size",
+            ),
+            MemoryNeed(
+                f"VIME's dynamics model and its {self.posterior} posterior "
+                f"(bonus.hidden_sizes={hidden})",
+                model * FLOAT32,
+                "bonus.hidden_sizes",
+            ),
+            MemoryNeed(
+                f"VIME's fit step (bonus.pool_batch_size={self.pool_batch_size})",
+                self.pool_batch_size * (row + units) * FLOAT32,
+                "bonus.pool_batch_size",
+            ),
+            MemoryNeed(
+                f"VIME's information gain of {batch_size} transitions "
+                f"(bonus.hidden_sizes={hidden}{samples})",
+                (gain + batch_size * row) * FLOAT32,
+                lower,
+            ),
+        ]
 
 
 # --------------------------------------------------------------------------- the optimizer

@@ -33,7 +33,7 @@ from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from stable_baselines3.common.vec_env import VecNormalize
 
 from ..common.errors import ConfigError
-from ..common.reward_bonus import RewardBonus
+from ..common.reward_bonus import RewardBonus, scored
 from .vime import Settings, make_vime_bonus
 
 
@@ -167,7 +167,9 @@ class VimeCallback(BaseCallback):
         obs, actions, next_obs = (np.concatenate(x) for x in zip(*self._transitions))
         buffer = self.model.rollout_buffer
         if self.bonus.ready:
-            bonus = self.bonus.intrinsic_rewards(obs, actions, next_obs).cpu().numpy()
+            last = self.model.num_timesteps
+            where = f"in the rollout of steps {last - len(obs) + 1}-{last}"
+            bonus = scored(self.bonus, obs, actions, next_obs, where).cpu().numpy()
             buffer.rewards += bonus.reshape(buffer.rewards.shape)
             buffer.compute_returns_and_advantage(
                 last_values=self.locals["values"], dones=self.locals["dones"]

@@ -23,6 +23,7 @@ target. See ``docs/vime.md`` for how each learner uses it.
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -32,13 +33,13 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from ..common.errors import ConfigError
-from .config import VimeConfig
+from ..common.checkpoints import listed, non_finite_entries
+from ..common.errors import CheckpointError, ConfigError, NonFiniteDataError
+from ..common.memory_budget import check_memory
+from .config import CHUNK, VimeConfig
 from .dynamics import BayesianDynamics
 from .pool import TransitionPool
 
-#: Transitions whose information gain is computed in one pass (memory: B·K·weights).
-CHUNK = 256
 #: Added to the standard deviations that normalise the model's inputs (l.325).
 STD_EPS = 1e-8
 
@@ -52,8 +53,13 @@ class MedianNormaliser:
 
     def __call__(self, values: Tensor) -> Tensor:
         self.medians.append(float(torch.quantile(values.double(), 0.5)))  # numpy's median
-        scale = sum(self.medians) / len(self.medians)
+        scale = self.scale
         return values / scale if scale > 0 else torch.zeros_like(values)
+
+    @property
+    def scale(self) -> float:
+        """The mean of the last ``window`` batch medians: what a batch is divided by."""
+        return sum(self.medians) / len(self.medians)
 
 
 def _rows(array: np.ndarray | Tensor, device: torch.device) -> Tensor:
@@ -185,11 +191,22 @@ class VimeBonus:
         self, obs: np.ndarray | Tensor, actions: np.ndarray | Tensor, next_obs: np.ndarray | Tensor
     ) -> Tensor:
         """η · information gain / (mean of the last batch medians), float32 (B,), for one
-        batch; zeros until the model was fitted once."""
+        batch; zeros until the model was fitted once.
+
+        The settings keep η · ``max_information_gain`` a float32, but a small enough mean
+        of medians still takes the quotient beyond it: then NonFiniteDataError, saying so,
+        rather than an infinite reward for the learner."""
         if not self.ready:
             return torch.zeros(_rows(obs, self.device).shape[0], device=self.device)
         gains = self.information_gain(obs, actions, next_obs)
         rewards = (self.config.eta * self.normaliser(gains)).float()
+        if not bool(torch.isfinite(rewards).all()):
+            raise NonFiniteDataError(
+                f"non-finite curiosity bonus ({rewards.max().item()}): η "
+                f"({self.config.eta:g}) · information gain (up to {gains.max().item():.3g}) / "
+                f"the mean of the last batch medians ({self.normaliser.scale:.3g}) is beyond "
+                "float32 (lower bonus.eta)"
+            )
         self._scored.append(rewards.detach().cpu())
         self._medians.append(self.normaliser.medians[-1])
         return rewards
@@ -225,8 +242,31 @@ class VimeBonus:
             state["pool"] = self.pool.state_dict()
         return state
 
-    def load_state_dict(self, state: dict) -> None:
-        self.dynamics.load_state_dict(state["dynamics"])
+    def load_state_dict(self, state: dict, steps: int | None = None) -> None:
+        """Continue from :meth:`state_dict`'s form, checked first (it comes from a file):
+        every tensor finite and of its shape, the counters integers within what ``steps``
+        transitions allow, the medians and moments in their ranges, the posterior's σ
+        positive. CheckpointError saying what is not, and the bonus as it was."""
+        problem = self._state_problem(state, steps)
+        if problem is not None:
+            raise CheckpointError(f"its curiosity bonus's state is not valid: {problem}")
+        before = copy.deepcopy(self.dynamics.state_dict())
+        try:
+            self.dynamics.load_state_dict(state["dynamics"])
+        except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
+            self.dynamics.load_state_dict(before)
+            detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+            raise CheckpointError(
+                "its curiosity bonus's dynamics model (bonus.dynamics) does not fit this "
+                f"run's: {type(err).__name__}: {detail}"
+            ) from None
+        stds = self.dynamics.optimizer.sampling_std()  # σ as the posterior derives it
+        if not all(bool((std > 0).all() and torch.isfinite(std).all()) for std in stds):
+            self.dynamics.load_state_dict(before)
+            raise CheckpointError(
+                "its curiosity bonus's state is not valid: the posterior's σ "
+                "(bonus.dynamics.optimizer) is not positive and finite"
+            )
         if "pool" in state:  # else the pool refills from the coming transitions
             self.pool.load_state_dict(state["pool"])
         self.moments = tuple(m.to(self.device) for m in state["moments"])
@@ -235,6 +275,103 @@ class VimeBonus:
         self.generator.set_state(state["generator"])
         self.num_fits = state["num_fits"]
         self.steps_since_fit = state["steps_since_fit"]
+
+    def _state_problem(self, state: Any, steps: int | None) -> str | None:
+        """What is wrong with a saved state (:meth:`state_dict`'s form), or None: checked
+        before anything is loaded. ``steps`` (when known) bounds the counters: each
+        environment step gave the bonus one transition, and each fit needed a new one."""
+        if not isinstance(state, Mapping):
+            return f"bonus is a {type(state).__name__}, not a mapping"
+        missing = [key for key in _STATE_KEYS if key not in state]
+        if missing:
+            return f"bonus lacks {', '.join(missing)}"
+        most = "" if steps is None else f", at most the {steps} steps saved"
+        for key in ("num_fits", "steps_since_fit"):
+            value = state[key]
+            if not _is_int(value) or value < 0 or (steps is not None and value > steps):
+                return f"bonus.{key} must be an integer >= 0{most}, got {value!r}"
+        dynamics = state["dynamics"]
+        if not (
+            isinstance(dynamics, Mapping)
+            and all(isinstance(dynamics.get(key), Mapping) for key in ("network", "optimizer"))
+        ):
+            return "bonus.dynamics must hold the model's network and optimizer"
+        bad = non_finite_entries(dynamics, "bonus.dynamics.")
+        if bad:
+            return f"{listed(bad)} not finite"
+        moments = state["moments"]
+        shapes = [tuple(m.shape) for m in self.moments]
+        if not (
+            isinstance(moments, list | tuple)
+            and len(moments) == len(shapes)
+            and all(torch.is_tensor(m) and m.is_floating_point() for m in moments)
+            and [tuple(m.shape) for m in moments] == shapes
+        ):
+            return f"bonus.moments must be {len(shapes)} float tensors of shapes {shapes}"
+        if not all(bool(torch.isfinite(m).all()) for m in moments) or any(
+            bool((m < 0).any()) for m in moments[1::2]
+        ):
+            return "bonus.moments must be finite, their standard deviations >= 0"
+        medians, cfg = state["medians"], self.config
+        if not (
+            isinstance(medians, list | tuple)
+            and len(medians) <= cfg.median_window
+            and all(
+                isinstance(m, int | float) and not isinstance(m, bool)
+                and 0 <= m <= cfg.max_information_gain
+                for m in medians
+            )
+        ):  # fmt: skip
+            return (
+                f"bonus.medians must be at most {cfg.median_window} numbers in "
+                f"[0, {cfg.max_information_gain:g}] (bonus.median_window, "
+                f"bonus.max_information_gain), got {_shown(medians)}"
+            )
+        generator = state["generator"]
+        if not (
+            torch.is_tensor(generator)
+            and generator.dtype == torch.uint8
+            and generator.shape == self.generator.get_state().shape
+        ):
+            return "bonus.generator is not the state of a random generator"
+        if "pool" in state:
+            return self._pool_problem(state["pool"], steps)
+        return None
+
+    def _pool_problem(self, pool: Any, steps: int | None) -> str | None:
+        """What is wrong with a saved transition pool, or None."""
+        if not (isinstance(pool, Mapping) and all(key in pool for key in _POOL_KEYS)):
+            return f"bonus.pool must hold {', '.join(_POOL_KEYS)}"
+        capacity, position, size = (pool[key] for key in ("capacity", "position", "size"))
+        if not all(_is_int(n) for n in (capacity, position, size)):
+            return "bonus.pool's capacity, position and size must be integers"
+        if capacity != self.pool.capacity:
+            return f"bonus.pool holds up to {capacity} transitions, this run's {self.pool.capacity}"
+        limit = capacity if steps is None else min(capacity, steps)
+        if not (0 <= size <= limit and 0 <= position < capacity):
+            return f"bonus.pool's size ({size}) and position ({position}) are out of range"
+        if size < capacity and position != size:
+            return f"bonus.pool's position ({position}) must equal its size ({size}) until full"
+        for key in TransitionPool.fields:
+            rows, expected = pool[key], (size, getattr(self.pool, key).shape[1])
+            if not (torch.is_tensor(rows) and rows.is_floating_point() and rows.shape == expected):
+                return f"bonus.pool.{key} must be a float tensor of shape {expected}"
+        bad = non_finite_entries({key: pool[key] for key in TransitionPool.fields}, "bonus.pool.")
+        return f"{listed(bad)} not finite" if bad else None
+
+
+#: What every saved state of a :class:`VimeBonus` holds (``pool`` only with the buffer).
+_STATE_KEYS = ("dynamics", "moments", "medians", "generator", "num_fits", "steps_since_fit")
+_POOL_KEYS = ("capacity", "position", "size", *TransitionPool.fields)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}…"
 
 
 Settings = Mapping[str, Any] | VimeConfig | None
@@ -258,10 +395,7 @@ def make_vime_bonus(
             raise ConfigError(
                 f"VIME's dynamics model needs a Box {name} space, got {type(space).__name__}"
             )
-    return VimeBonus(
-        config,
-        int(np.prod(observation_space.shape)),
-        int(np.prod(action_space.shape)),
-        seed=seed,
-        device=device,
-    )
+    obs_dim, action_dim = (int(np.prod(space.shape)) for space in (observation_space, action_space))
+    # before allocating (a run checked it with its learner's: agents.runs.agent_factory)
+    check_memory(config.memory_needs(obs_dim, action_dim), torch.device(device))
+    return VimeBonus(config, obs_dim, action_dim, seed=seed, device=device)

@@ -57,7 +57,7 @@ from ..common.devices import resolve_device
 from ..common.envs import coverage_statistics, env_id, make_env
 from ..common.errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
 from ..common.memory_budget import check_memory
-from ..common.reward_bonus import RewardBonus
+from ..common.reward_bonus import RewardBonus, scored
 from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
 from .compiled_update import CompilationError, CompiledUpdate
@@ -75,6 +75,8 @@ _CHECKED_STATE = (
     "actor_optimizer",
     "critic_optimizer",
 )
+#: What must be finite to be saved: the agent's state and its curiosity bonus's.
+_SAVED_CHECKED_STATE = (*_CHECKED_STATE, "bonus")
 
 
 class Transition(NamedTuple):
@@ -412,7 +414,8 @@ class DDPG:
         batch = self.buffer.sample(self.config.batch_size, self.generator)
         if self.bonus is None:
             return batch
-        extra = self.bonus.intrinsic_rewards(batch.obs, batch.actions, batch.next_obs)
+        where = f"in the update at step {self.num_timesteps}"
+        extra = scored(self.bonus, batch.obs, batch.actions, batch.next_obs, where)
         return batch._replace(rewards=batch.rewards + extra.reshape(batch.rewards.shape))
 
     def train_step(self) -> None:
@@ -527,7 +530,7 @@ class DDPG:
                 "the checkpoint and this run disagree on the curiosity bonus (one has none)"
             )
         if self.bonus is not None:
-            self.bonus.load_state_dict(state["bonus"])
+            self.bonus.load_state_dict(state["bonus"], steps=self.num_timesteps)
         if self._compiled_update is not None:  # the optimizers hold new state tensors
             self._compiled_update.bind()
 
@@ -547,6 +550,8 @@ class DDPG:
             check(state.get("metadata", {}))
         try:
             self.load_state_dict(state)
+        except CheckpointError as err:  # a part that says what is wrong with it
+            raise CheckpointError(f"checkpoint {path} refused: {err}") from None
         except (RuntimeError, KeyError, ValueError) as err:
             detail = str(err).strip().splitlines()[0][:200]
             raise CheckpointError(
@@ -562,8 +567,9 @@ class DDPG:
     ) -> None:
         """Write the agent (and ``metadata``: plain data) to ``path`` atomically, a crash
         never leaving half a file. A state with a non-finite weight or optimizer tensor is
-        not written: NonFiniteDataError, and ``path`` keeps the last good state."""
-        save_finite(self.state_dict(include_buffer), path, _CHECKED_STATE, metadata)
+        not written (nor one whose curiosity bonus's state is not finite):
+        NonFiniteDataError, and ``path`` keeps the last good state."""
+        save_finite(self.state_dict(include_buffer), path, _SAVED_CHECKED_STATE, metadata)
 
     @classmethod
     def load(

@@ -40,6 +40,7 @@ from param_explore.adam_rule import adam_traceable_step
 
 from ..common.callbacks import Callback
 from ..common.errors import ConfigError
+from ..common.reward_bonus import scored
 from .agent import DDPG, Transition
 from .compiled_update import CompilationError, CompiledUpdate, GraphState, inductor_compile
 from .observations import normalized_observations
@@ -347,9 +348,10 @@ class Population:
         ))  # fmt: skip
         for k, member in enumerate(self.members):
             if member.bonus is not None and member in self.active:
+                where = f"in the update at step {member.num_timesteps}"
                 try:
-                    extra = member.bonus.intrinsic_rewards(
-                        batch.obs[k], batch.actions[k], batch.next_obs[k]
+                    extra = scored(
+                        member.bonus, batch.obs[k], batch.actions[k], batch.next_obs[k], where
                     )
                 except (ConfigError, OSError) as err:
                     self._fail(member, err)

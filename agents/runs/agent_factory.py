@@ -3,7 +3,10 @@
 ``--engine native`` (:class:`agents.ddpg.DDPG`), ``--engine sb3`` (SB3's DDPG with
 ``ParamExplorePolicy``) or ``--algo trpo`` (sb3-contrib's TRPO, an optional extra imported
 only here, when a run asks for it); each receives the resolved settings and, where it
-takes one, the bonus made from the run's bonus settings on a generator of its own.
+takes one, the bonus made from the run's bonus settings on a generator of its own. The
+bonus is made before its learner, so what both need is checked here first, together
+(:func:`memory_needs`): each then checks its own part again, for callers that build it
+alone.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ import importlib
 from types import ModuleType
 
 import gymnasium as gym
+import numpy as np
 
 from ..common.callbacks import RunnableAgent
 from ..common.devices import resolve_device
 from ..common.envs import episode_limit, make_env, with_action_range
 from ..common.errors import ConfigError
+from ..common.memory_budget import MemoryNeed, check_memory
 from ..common.reward_bonus import RewardBonus
 from ..curiosity.registry import make_bonus
 from ..ddpg import DDPG
@@ -52,6 +57,7 @@ def make_agent(settings: RunSettings, env: gym.Env | None = None) -> RunnableAge
             "would never return, and checkpoints wait for an episode's end); give it one "
             "with --set max_episode_steps=N"
         )
+    check_memory(memory_needs(settings, env), resolve_device(settings.device))
     if settings.algo == "trpo":
         trpo_agent = learner_module(settings)
         from ..curiosity.sb3 import VimeCallback
@@ -70,6 +76,20 @@ def make_agent(settings: RunSettings, env: gym.Env | None = None) -> RunnableAge
         device=settings.device,
         bonus=make_run_bonus(settings, env),
     )
+
+
+def memory_needs(settings: RunSettings, env: gym.Env) -> list[MemoryNeed]:
+    """What the run's learner and bonus need in memory at least, on ``env``'s spaces; the
+    bonus scores what its learner hands it at once: DDPG's minibatch, TRPO's rollout."""
+    obs_dim, action_dim = (
+        int(np.prod(space.shape)) for space in (env.observation_space, env.action_space)
+    )
+    learner = settings.learner
+    needs = learner.memory_needs(obs_dim, action_dim)
+    if settings.bonus is not None:
+        scored = learner.n_steps if settings.algo == "trpo" else learner.batch_size
+        needs += settings.bonus.memory_needs(obs_dim, action_dim, scored)
+    return needs
 
 
 def make_run_bonus(settings: RunSettings, env: gym.Env) -> RewardBonus | None:

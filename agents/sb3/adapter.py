@@ -175,6 +175,8 @@ def load_checked(
         check(state.get("metadata", {}))
     try:
         agent._load_state(state)
+    except CheckpointError as err:  # a part that says what is wrong with it
+        raise CheckpointError(f"checkpoint {path} refused: {err}") from None
     except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
         detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
         raise CheckpointError(

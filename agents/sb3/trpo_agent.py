@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import gymnasium as gym
+import numpy as np
 import torch
 from sb3_contrib import TRPO
 from stable_baselines3.common.callbacks import BaseCallback
@@ -55,6 +56,7 @@ from ..common.callbacks import Callback
 from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import env_id
+from ..common.memory_budget import check_memory
 from ..settings.learners import TRPO_STRATEGY
 from ..settings.run import RunSettings
 from . import adapter
@@ -130,7 +132,7 @@ class SB3TRPOAgent(adapter.SB3RunAgent):
         ("value", "train/value_loss"),
         ("kl", "train/kl_divergence_loss"),
     )
-    checked_state = ("policy", "optimizer")
+    checked_state = ("policy", "optimizer", "bonus")
 
     def __init__(
         self,
@@ -148,6 +150,10 @@ class SB3TRPOAgent(adapter.SB3RunAgent):
         self.env_id = env_id(self.env)
         self.device = resolve_device(config.device)
         self.bonus_callback = bonus_callback
+        obs_dim, action_dim = (
+            int(np.prod(space.shape)) for space in (env.observation_space, env.action_space)
+        )
+        check_memory(self.settings.memory_needs(obs_dim, action_dim), self.device)
         self.model = self._build(self.seed)
         #: Whether the run's callback is called at a rollout boundary (checkpoints then).
         self.at_boundary = False
@@ -253,7 +259,7 @@ class SB3TRPOAgent(adapter.SB3RunAgent):
         model._n_updates = counters["num_updates"]
         self.episode_ended = bool(state["at_episode_boundary"])
         if self.bonus_callback is not None:
-            self.bonus_callback.bonus.load_state_dict(state["bonus"])
+            self.bonus_callback.bonus.load_state_dict(state["bonus"], steps=model.num_timesteps)
 
 
 def _env_rng(env: gym.Env) -> dict[str, Any]:

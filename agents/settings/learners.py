@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
-from ..common.checks import coerce_fields, coerce_value, require, require_known
+from ..common.checks import coerce_fields, coerce_value, require, require_known, require_layers
 from ..common.memory_budget import FLOAT32, MemoryNeed
 from ..common.strategies import Resample, Strategy, resolve_strategy
 
@@ -92,6 +92,7 @@ class DDPGSettings:
             len(self.hidden_sizes) >= 2 and all(h > 0 for h in self.hidden_sizes),
             f"hidden_sizes needs at least two positive sizes, got {self.hidden_sizes}",
         )
+        require_layers("hidden_sizes", self.hidden_sizes)
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -202,6 +203,7 @@ class TRPOSettings:
             len(self.hidden_sizes) >= 1 and all(h > 0 for h in self.hidden_sizes),
             f"hidden_sizes needs at least one positive size, got {self.hidden_sizes}",
         )
+        require_layers("hidden_sizes", self.hidden_sizes)
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
 
     @classmethod
@@ -235,6 +237,43 @@ class TRPOSettings:
                 )
         shared = {key: values[key] for key in ("hidden_sizes", "gamma") if key in values}
         return cls(**own, **shared)
+
+    def memory_needs(self, obs_dim: int, action_dim: int) -> list[MemoryNeed]:
+        """What these settings need in memory at least (``agents.common.memory_budget``),
+        as sb3-contrib's TRPO allocates it: the rollout buffer of ``n_steps`` transitions
+        (observation, action and six float32 scalars each: reward, return, episode start,
+        value, log-probability, advantage), allocated whole when the model is built, and
+        as much again for the update, which takes the rollout in one batch (its arrays as
+        tensors, a permutation of its indices); the policy's activations on that batch and
+        the value function's on a minibatch; the networks' parameters, the gradients of the
+        value function and the policy's two (objective, KL), the value function's Adam
+        moments and the line search's copy of the policy."""
+        hidden = list(self.hidden_sizes)
+        actor_layers = [obs_dim, *hidden, action_dim]
+        critic_layers = [obs_dim, *hidden, 1]
+        actor = sum((a + 1) * b for a, b in pairwise(actor_layers)) + action_dim  # and log σ
+        critic = sum((a + 1) * b for a, b in pairwise(critic_layers))
+        per_step = obs_dim + action_dim + 6
+        minibatch = min(self.batch_size, self.n_steps)
+        return [
+            MemoryNeed(
+                f"rollout buffer and its copy for the update (trpo.n_steps={self.n_steps})",
+                2 * self.n_steps * per_step * FLOAT32,
+                "trpo.n_steps",
+            ),
+            MemoryNeed(
+                f"networks (hidden_sizes={hidden})",
+                # parameters, gradients (the policy's two), Adam, the line search's copy
+                ((1 + 2 + 1) * actor + (1 + 1 + 2) * critic) * FLOAT32,
+                "hidden_sizes",
+            ),
+            MemoryNeed(
+                f"one update (trpo.n_steps={self.n_steps}, trpo.batch_size={self.batch_size})",
+                (self.n_steps * (sum(hidden) + action_dim) + minibatch * (sum(hidden) + 1))
+                * FLOAT32,
+                "trpo.n_steps",
+            ),
+        ]
 
     def values(self) -> dict[str, Any]:
         """The settings-file form."""
