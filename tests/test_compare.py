@@ -147,6 +147,38 @@ def test_overlay_lines_are_the_published_means_in_the_strategys_colour(tmp_path)
             np.testing.assert_allclose(line.get_ydata(), returns[:, span].mean(axis=0))
 
 
+def test_median_iqr_figure_draws_the_median_between_the_quartiles(tmp_path, capsys):
+    """--figure median-iqr (Zhang et al.'s Fig. 3): the line is the median over seeds, the
+    band the 25th to 75th percentile, here by hand: four seeds of returns 0, 1, 2 and 10
+    (+ step / 1000) have median 1.5, quartiles 0.75 and 4 (linear between seeds), while
+    their mean, 3.25, is pulled by the one seed at 10."""
+    env_dir = tmp_path / "SparseMountainCar-v0"
+    for seed, offset in enumerate((0.0, 1.0, 2.0, 10.0)):
+        logger = RunLogger(env_dir / "ddpg" / f"seed{seed}")
+        for step in STEPS:
+            logger.evaluation(step, offset + step / 1000, 0.0, 20, 0.0)
+        logger.close()
+    out = tmp_path / "report"
+    assert main([str(env_dir), "--out", str(out), "--figure", "median-iqr", *REPS]) == 0
+    assert "comparison.png draws the median and interquartile range" in capsys.readouterr().out
+    assert (out / "comparison.png").stat().st_size > 0
+
+    curves, _ = load_runs(env_dir)
+    for figure, line_value, low, high in (
+        ("median-iqr", 1.5, 0.75, 4.0),
+        ("mean-se", 3.25, 3.25 - np.std([0, 1, 2, 10], ddof=1) / 2,
+         3.25 + np.std([0, 1, 2, 10], ddof=1) / 2),
+    ):  # fmt: skip
+        fig = plot_comparison(group_tasks(curves), {}, method_colors(curves), figure=figure)
+        ax = fig.axes[0]
+        (line,) = ax.get_lines()
+        np.testing.assert_allclose(line.get_ydata(), line_value + np.array(STEPS) / 1000)
+        band = ax.collections[0].get_paths()[0].vertices
+        first_step = band[np.isclose(band[:, 0], STEPS[0]), 1]
+        np.testing.assert_allclose(sorted(set(first_step)), [low + 10, high + 10])
+        assert figure.split("-")[0] in ax.get_ylabel()
+
+
 def test_interval_estimates_match_rliable_on_the_runs_scores(tmp_path):
     """IQM, mean and P(X > Y) of the final scores in intervals.csv and
     probability_of_improvement.csv: rliable's own metrics on the eval.csv values."""

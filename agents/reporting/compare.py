@@ -10,7 +10,9 @@ writes to DIR (default: the first RUNS_DIR):
 
 * ``comparison.png``: mean ± standard error over seeds of the test return against
   environment steps, one curve per strategy (and per RUNS_DIR of one env), one panel per
-  task;
+  task; with ``--figure median-iqr`` the median over seeds and its interquartile range
+  (Zhang et al. 2018's Fig. 3: a few seeds that reach a sparse goal move a mean, not a
+  median);
 * ``comparison.md`` and ``comparison.csv``: per strategy the number of seeds, the final
   and the best mean return, the return at the ``--at`` steps and the area under the
   curve (the curve's average return over its steps, trapezoid rule), each mean ± standard
@@ -95,6 +97,12 @@ OUTPUTS = {
     *COVERAGE_FILES,
 }
 
+#: The forms of ``comparison.png``: its line and band over seeds, and its y-axis title.
+FIGURES = {
+    "mean-se": "mean ± s.e. over seeds",
+    "median-iqr": "median and interquartile range over seeds",
+}
+
 #: mean and standard error over seeds (None with one seed, which has none)
 MeanSE = tuple[float, float | None]
 #: run (``1``, ``2``, ``pooled``) → the published curve of one strategy
@@ -159,24 +167,37 @@ def method_colors(curves: list[Curve]) -> dict[str, str]:
     return {name: f"C{i % 10}" for i, name in enumerate(names)}
 
 
+def center_and_band(curve: Curve, figure: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The line and the band's ends of ``curve`` drawn in the form ``figure``
+    (:data:`FIGURES`): mean ± s.e., or the median between the 25th and 75th percentiles
+    (NumPy's default, linear, interpolation between seeds)."""
+    if figure == "median-iqr":
+        low, median, high = np.percentile(curve.returns, [25, 50, 75], axis=0)
+        return median, low, high
+    mean, se = curve.mean, curve.stderr
+    return mean, mean - se, mean + se
+
+
 def plot_comparison(
     tasks: list[Task],
     published: dict[str, Published],
     colors: dict[str, str],
     citation: str | None = None,
+    figure: str = "mean-se",
 ) -> Figure:
-    """Mean ± s.e. per curve, a panel per task; each strategy's published runs in its
-    colour (``published``: strategy → run → curve, for the tasks it belongs to)."""
+    """A line and band per curve in the form ``figure`` (:data:`FIGURES`), a panel per
+    task; each strategy's published runs in its colour, mean ± s.e. as released
+    (``published``: strategy → run → curve, for the tasks it belongs to)."""
     fig, axes = plt.subplots(1, len(tasks), figsize=(11.5 * len(tasks), 5.5), squeeze=False)
     drawn_any = False
     for ax, task in zip(axes[0], tasks):
         drawn: set[str] = set()
         for curve in task.curves:
-            mean, se = curve.mean, curve.stderr
+            line, low, high = center_and_band(curve, figure)
             color = colors[curve.name]
             label = f"{curve.name} ({curve.seeds} seeds)"
-            ax.plot(curve.steps, mean, color=color, label=label)
-            ax.fill_between(curve.steps, mean - se, mean + se, color=color, alpha=0.2)
+            ax.plot(curve.steps, line, color=color, label=label)
+            ax.fill_between(curve.steps, low, high, color=color, alpha=0.2)
             runs = published.get(curve.strategy) if curve.env == task.env else None
             if not runs or curve.strategy in drawn:
                 continue
@@ -195,7 +216,7 @@ def plot_comparison(
                     ax.fill_between(span.steps, low, high, color=color, alpha=0.08)
         drawn_any |= bool(drawn)
         ax.set_xlabel("environment steps")
-        ax.set_ylabel("test return (mean ± s.e. over seeds)")
+        ax.set_ylabel(f"test return ({FIGURES[figure]})")
         title = f"{task.env} — solid: measured"
         if drawn and citation:
             styles = "; ".join(f"{_RUN_STYLES[r]} {RUN_TITLES[r]}" for r in next(iter(
@@ -261,9 +282,11 @@ def write_outputs(
     reps: int = DEFAULT_REPS,
     seed: int = DEFAULT_SEED,
     appendix: str = "",
+    figure: str = "mean-se",
 ) -> list[str]:
     """Figures and tables of ``curves`` in ``out_dir``; returns notes for the user.
-    ``appendix`` (markdown) ends ``comparison.md``."""
+    ``appendix`` (markdown) ends ``comparison.md``; ``figure`` is the form of
+    ``comparison.png`` (:data:`FIGURES`)."""
     from .interval_report import write_interval_report  # imports rliable: ~seconds
     from .references import load_reference
 
@@ -309,6 +332,9 @@ def write_outputs(
         "the mean weights). final: at the last step all seeds reached; best: the step with "
         "the highest mean; AUC: average return over the curve (trapezoid rule)."
     )
+    if figure != "mean-se":
+        note += f" comparison.png draws the {FIGURES[figure]}."
+
     if runs:
         note += (
             f" {', '.join(RUN_TITLES[r] for r in runs)}: {citation} (run 1: the published "
@@ -326,7 +352,7 @@ def write_outputs(
     )
 
     published = published_by_strategy if name is not None else {}
-    fig = plot_comparison(tasks, published, colors, citation)
+    fig = plot_comparison(tasks, published, colors, citation, figure)
     fig.savefig(out_dir / "comparison.png", dpi=120)
     plt.close(fig)
     return notes
@@ -378,6 +404,13 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_SEED,
         help=f"seed of the bootstrap resampling (default {DEFAULT_SEED})",
+    )
+    parser.add_argument(
+        "--figure",
+        choices=FIGURES,
+        default="mean-se",
+        help="the line and band of comparison.png: mean-se = mean ± one standard error "
+        "(default), median-iqr = median and interquartile range (Zhang et al. 2018's Fig. 3)",
     )
     parser.add_argument(
         "--band",
@@ -456,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         with _staged(out_dir) as staging:
             coverage = write_coverage_report(list(zip(runs_dirs, labels)), keep, staging, notes)
             notes += write_outputs(curves, staging, checkpoints, args.reference, args.reps,
-                                   args.bootstrap_seed, coverage)  # fmt: skip
+                                   args.bootstrap_seed, coverage, args.figure)  # fmt: skip
             written = sorted(p.name for p in staging.iterdir())
     except ConfigError as err:
         fail(str(err))
