@@ -295,9 +295,10 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
             self._perturbation_cache = self._compute_perturbations()
         return self._perturbation_cache
 
-    def _compute_perturbations(self) -> list[Tensor]:
+    def _compute_perturbations(self, noise_list: list[Tensor] | None = None) -> list[Tensor]:
+        """The perturbations of the state's noise, or of ``noise_list`` (in params order)."""
         scale = math.sqrt(self._sampling_scale())
-        noises = iter(self._group_noise(self._group))
+        noises = iter(self._group_noise(self._group) if noise_list is None else noise_list)
         out = []
         for layer in self._layers:
             state = self._layer_state(layer)
@@ -307,6 +308,18 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
             joined = self._in_eigenbasis(state, noise, state["sample_scale"])
             out.extend(self._split(layer, joined.mul_(scale)))
         return out
+
+    @torch.no_grad()
+    def fresh_sample(self, generator: torch.Generator | None = None) -> dict[str, Tensor]:
+        """θ' = μ + √c · L_S E' L_Aᵀ with E' drawn now from ``generator``, the acting
+        sample's noise and its cache left as they are."""
+        params = self._params()
+        fresh = [
+            torch.randn(p.shape, dtype=p.dtype, device=p.device, generator=generator)
+            for p in params
+        ]
+        sample = torch._foreach_add(params, self._compute_perturbations(fresh))
+        return dict(zip(self.param_names(), sample, strict=True))
 
     def _sampled(self, params: list[Tensor]) -> list[Tensor]:
         with torch.no_grad():

@@ -144,15 +144,7 @@ class AdaptiveParamNoise(AdamPlain):
 
         The acting copy and its ε are left as they are.
         """
-        stds, _ = self._stds_and_noises()
-        params = self._params()
-        fresh = [
-            torch.randn(p.shape, dtype=p.dtype, device=p.device, generator=generator)
-            if self._is_perturbed(p)
-            else torch.zeros_like(p)
-            for p in params
-        ]
-        copy = dict(zip(self.param_names(), torch._foreach_addcmul(params, stds, fresh)))
+        copy = self.fresh_sample(generator)
         distance = action_space_distance(actions_at(None), actions_at(copy))
         self.adapt(distance)
         return distance

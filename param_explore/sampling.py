@@ -420,15 +420,55 @@ class WeightSampling:
         """
         groups = self._perturbed_groups()
         if self.explores:
-            stds = [std for group in groups for std in self._group_sampling_std(group)]
+            per_param = [std for group in groups for std in self._group_sampling_std(group)]
         else:
-            stds = [torch.zeros_like(p) for group in groups for p in group["params"]]
-        stds = torch.cat([s.flatten() for s in stds])
-        return {
+            per_param = [torch.zeros_like(p) for group in groups for p in group["params"]]
+        stds = torch.cat([s.flatten() for s in per_param])
+        statistics = {
             "sigma_mean": stds.mean().item(),
             "sigma_min": stds.min().item(),
             "sigma_max": stds.max().item(),
         }
+        if self.explores:
+            statistics.update(sigma_quantiles(stds))
+            statistics.update(self._layer_medians(groups, per_param))
+        return statistics
+
+    def _layer_medians(self, groups: list[dict], stds: list[Tensor]) -> dict[str, float]:
+        """``sigma_median/<layer>``: the median σ of each layer's perturbed weights and
+        biases together, a layer being a parameter name's module (``net.0`` of
+        ``net.0.weight``); none for an optimizer built from unnamed parameters."""
+        names = [name for group in groups for name in group.get("param_names", ())]
+        if len(names) != len(stds):
+            return {}
+        layers: dict[str, list[Tensor]] = {}
+        for name, std in zip(names, stds):
+            layers.setdefault(name.rpartition(".")[0] or name, []).append(std.flatten())
+        return {
+            f"sigma_median/{layer}": _quantile(torch.cat(values), 0.5)
+            for layer, values in layers.items()
+        }
+
+    @torch.no_grad()
+    def fresh_sample(self, generator: torch.Generator | None = None) -> dict[str, Tensor]:
+        """θ' = μ + σ ⊙ ε' by parameter name, ε' drawn now from ``generator``: a sample of
+        the strategy's current distribution that leaves the acting sample, its noise and
+        every other state as they are — for measuring what the weight noise does to the
+        policy (:func:`param_explore.param_noise.action_space_distance`) with random
+        numbers of the measurement's own. The parameters themselves for noise-free
+        strategies; correlated strategies (noisy K-FAC) draw from their own covariance."""
+        params = self._params()
+        if not self.explores:
+            return dict(zip(self.param_names(), params, strict=True))
+        fresh = [
+            torch.randn(p.shape, dtype=p.dtype, device=p.device, generator=generator)
+            if self._is_perturbed(p)
+            else torch.zeros_like(p)
+            for p in params
+        ]
+        return dict(
+            zip(self.param_names(), torch._foreach_addcmul(params, self.sampling_std(), fresh))
+        )
 
     @torch.no_grad()
     def _diagonal_kl_to_prior(self) -> float:
@@ -469,6 +509,26 @@ class WeightSampling:
         grads = [p.grad for p in self._params() if p.grad is not None]
         if grads:
             torch._foreach_mul_(grads, factor)
+
+
+#: The quantiles of σ over the perturbed weights that ``exploration_statistics`` reports.
+SIGMA_QUANTILES = {"sigma_q10": 0.1, "sigma_median": 0.5, "sigma_q90": 0.9}
+
+
+def _quantile(values: Tensor, q: float) -> float:
+    """The ``q`` quantile of ``values`` with linear interpolation between order statistics
+    (NumPy's default), by sorting: ``torch.quantile`` refuses more than 16 M elements."""
+    ordered = values.detach().flatten().double().sort().values
+    position = q * (len(ordered) - 1)
+    below = int(position)
+    above = min(below + 1, len(ordered) - 1)
+    weight = position - below
+    return float(ordered[below] * (1 - weight) + ordered[above] * weight)
+
+
+def sigma_quantiles(stds: Tensor) -> dict[str, float]:
+    """:data:`SIGMA_QUANTILES` of the σ of every perturbed weight (flattened)."""
+    return {name: _quantile(stds, q) for name, q in SIGMA_QUANTILES.items()}
 
 
 def advance_steps(states: list[dict]) -> dict[int, list[int]]:

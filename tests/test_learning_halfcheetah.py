@@ -1,12 +1,13 @@
-"""Slow: the paper's early-learning effect on HalfCheetah-v4 with the paper's settings.
+"""Slow: Vadam learns to run on HalfCheetah-v4 with the paper's settings.
 
-Measured here, seed 0, mean of 20 test episodes at 30 k steps: Vadam 774, Adam-Plain −424
-(this test, current code; about 2 minutes per strategy). Earlier revisions of the engine,
-identical up to floating-point rounding, gave 946 and 556 for Vadam (Adam-Plain −467 and
-−424) — single-seed curves are chaotic
-in the last bits, so the thresholds are wide: an untrained policy scores about −500 and a
-cheetah that runs forward scores above 0. The test checks that Vadam has learned to run
-(> 200) and is ahead of Adam-Plain.
+What the committed reproduction measured (``studies/reproduction``, khan2018-init, 10
+seeds, mean of 20 test episodes): at 50 k steps every seed of Vadam scores between 121
+and 1180, while an untrained actor scores about −6 to −9 (seeds 0 and 1: its small
+actions' control cost, no forward motion). So two seeds here, each above 50 at 50 k, is a
+margin every measured seed clears by 70 or more. The paper's "faster than Adam-Plain
+early on" is not tested: the same study has Vadam 189 and Adam-Plain 149 (means over 10
+seeds) at 30 k, with seeds ranging from −234 to 1045 and −376 to 1091 — one seed's order
+says nothing.
 Run it with ``python -m pytest -m slow tests/test_learning_halfcheetah.py``.
 """
 
@@ -20,15 +21,17 @@ from agents import DDPG, evaluate
 pytestmark = pytest.mark.slow
 
 
-def eval_after(optimizer: str, steps: int) -> float:
-    agent = DDPG("HalfCheetah-v4", strategy=optimizer, seed=0, device="cpu")
-    agent.learn(steps)
+def eval_after(seed: int, steps: int) -> float:
+    agent = DDPG("HalfCheetah-v4", strategy="vadam", seed=seed, device="cpu")
+    if steps:
+        agent.learn(steps)
     return evaluate(agent, gym.make("HalfCheetah-v4"), 20, seed=1_000_000)[0]
 
 
-def test_vadam_learns_faster_than_adam_plain_early_on():
-    vadam = eval_after("vadam", 30_000)
-    adam_plain = eval_after("adam-plain", 30_000)
-    print(f"30 k steps: vadam {vadam:.0f}, adam-plain {adam_plain:.0f}")
-    assert vadam > 200
-    assert vadam > adam_plain
+@pytest.mark.parametrize("seed", [0, 1])
+def test_vadam_learns_to_run(seed):
+    untrained = eval_after(seed, 0)
+    assert untrained < 0  # the control cost, and no running yet
+    trained = eval_after(seed, 50_000)
+    print(f"seed {seed}: untrained {untrained:.0f}, 50 k steps {trained:.0f}")
+    assert trained > 50

@@ -69,6 +69,11 @@ def assert_same_run(member: DDPG, single: DDPG) -> None:
     assert len(member.buffer) == n and member.buffer.position == single.buffer.position
     torch.testing.assert_close(member.buffer.obs[:n], single.buffer.obs[:n], **TOLERANCE)
     torch.testing.assert_close(member.buffer.rewards[:n], single.buffer.rewards[:n], **TOLERANCE)
+    # What it logs: σ's quantiles and the action distance measured on its own generator.
+    logged, expected = member.exploration_statistics(), single.exploration_statistics()
+    assert logged.keys() == expected.keys()
+    for key, value in expected.items():
+        assert logged[key] == pytest.approx(value, rel=1e-3, abs=1e-6), key
 
 
 @pytest.mark.parametrize("strategy", available_strategies())

@@ -440,7 +440,8 @@ def test_explore_clamped_fraction_counts_precisions_held_at_the_floor(name):
 def test_strategies_without_a_clamp_report_sigma_statistics_only():
     net = torch.nn.Linear(2, 2)
     stats = pe.make_optimizer("vadam", net).exploration_statistics()
-    assert set(stats) == {"sigma_mean", "sigma_min", "sigma_max"}
+    assert set(stats) == {"sigma_mean", "sigma_min", "sigma_max", "sigma_q10", "sigma_median",
+                          "sigma_q90", "sigma_median/weight", "sigma_median/bias"}  # fmt: skip
     assert stats["sigma_mean"] == pytest.approx(1 / np.sqrt(1e-8 + 1e4))
 
 

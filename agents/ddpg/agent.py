@@ -43,6 +43,7 @@ import torch
 from torch import Tensor
 
 import param_explore
+from param_explore import action_space_distance
 
 from ..common.callbacks import Callback
 from ..common.checkpoints import (
@@ -77,6 +78,12 @@ _CHECKED_STATE = (
 )
 #: What must be finite to be saved: the agent's state and its curiosity bonus's.
 _SAVED_CHECKED_STATE = (*_CHECKED_STATE, "bonus")
+
+
+def _measurement_seed(seed: int) -> int:
+    """The seed of a run's measurement generator: a stream of its own, not the training
+    generator's (which the same seed would repeat)."""
+    return int(np.random.SeedSequence([seed, 1]).generate_state(1, np.uint64)[0] >> 1)
 
 
 class Transition(NamedTuple):
@@ -184,6 +191,13 @@ class DDPG:
             self.generator.manual_seed(seed)
         else:
             self.generator.seed()
+        #: The generator of what is measured for the logs alone (the action distance the
+        #: weight noise causes): logging never moves the training's random numbers.
+        self.measure_generator = torch.Generator(device=self.device)
+        if seed is not None:
+            self.measure_generator.manual_seed(_measurement_seed(seed))
+        else:
+            self.measure_generator.seed()
         self.action_noise = (
             None
             if strategy.noise is None
@@ -471,8 +485,30 @@ class DDPG:
 
     def exploration_statistics(self) -> dict[str, float]:
         """The ``explore/*`` scalars: the strategy's (σ over all actor weights, and its
-        own), and the coverage the training env reports since the last call, if any."""
-        return {**self.actor_optimizer.exploration_statistics(), **coverage_statistics(self.env)}
+        own), the action distance its weight noise causes, and the coverage the training
+        env reports since the last call, if any."""
+        statistics = self.actor_optimizer.exploration_statistics()
+        distance = self.action_distance()
+        if distance is not None:
+            statistics["action_distance"] = distance
+        return {**statistics, **coverage_statistics(self.env)}
+
+    @torch.no_grad()
+    def action_distance(self) -> float | None:
+        """d = √(mean (π_μ(s) − π_θ'(s))²) in units of half the action range, θ' a fresh
+        sample of the strategy's weight distribution and s a replay minibatch, both drawn
+        by :attr:`measure_generator`: parameter noise's distance (which it adapts its σ to),
+        measured for every weight-noise strategy so that their σ read on one scale. None
+        for strategies without weight noise and before the buffer holds a minibatch."""
+        optimizer = self.actor_optimizer
+        if not optimizer.explores or len(self.buffer) < self.config.batch_size:
+            return None
+        batch = self.buffer.sample(self.config.batch_size, self.measure_generator)
+        obs = self._network_input(batch.obs)
+        center, scale = self.actor.action_offset, self.actor.action_scale
+        mean = (self.actor(obs) - center) / scale
+        sampled = (self.actor(obs, optimizer.fresh_sample(self.measure_generator)) - center) / scale
+        return action_space_distance(mean, sampled)
 
     # ----------------------------------------------------------------- persistence
     def state_dict(self, include_buffer: bool = False) -> dict[str, Any]:
@@ -488,6 +524,7 @@ class DDPG:
             "actor_optimizer": self.actor_optimizer.state_dict(),
             "critic_optimizer": self.critic_optimizer.state_dict(),
             "generator": self.generator.get_state(),
+            "measure_generator": self.measure_generator.get_state(),
             "counters": {
                 "num_timesteps": self.num_timesteps,
                 "num_updates": self.num_updates,
@@ -513,6 +550,8 @@ class DDPG:
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.generator.set_state(state["generator"])
+        if "measure_generator" in state:  # checkpoints before it measured start it afresh
+            self.measure_generator.set_state(state["measure_generator"])
         if self.obs_statistics is not None:
             self.obs_statistics.load_state_dict(state["observation_statistics"])
         counters = state["counters"]

@@ -22,7 +22,11 @@ writes to DIR (default: the first RUNS_DIR):
 * for tasks scored by success rate (sparse rewards), ``success.{png,csv}`` and a section
   of ``comparison.md``: the success-rate curves, and per strategy and task the final
   success rate and how many seeds ever reached the goal
-  (:mod:`agents.reporting.success_report`).
+  (:mod:`agents.reporting.success_report`);
+* from the runs' ``explore.csv``: ``coverage.csv`` (what the exploring policies of a
+  sparse task reached, :mod:`agents.reporting.coverage`) and ``sigma.{csv,png}`` (how a
+  weight-noise strategy's σ and its action distance moved, :mod:`agents.reporting.
+  sigma_report`), each with a section of ``comparison.md``.
 
 Tasks: a task is an env, read from each run's ``config.yaml``. Several RUNS_DIRs of
 different envs are several tasks, compared per task and aggregated across tasks; several
@@ -74,6 +78,7 @@ from .references import (
     reference_span,
 )
 from .run_files import load_runs
+from .sigma_report import SIGMA_FILES, write_sigma_report
 from .strategy_aggregates import AGGREGATE_DIR, BANDS, write_strategy_aggregates
 from .success_report import SUCCESS_FILES, write_success_report
 from .task_scores import Task, group_tasks
@@ -95,6 +100,7 @@ OUTPUTS = {
     "performance_profile.png",
     *SUCCESS_FILES,
     *COVERAGE_FILES,
+    *SIGMA_FILES,
 }
 
 #: The forms of ``comparison.png``: its line and band over seeds, and its y-axis title.
@@ -487,9 +493,11 @@ def main(argv: list[str] | None = None) -> int:
             fail(f"no <strategy>/seed*/{EVAL_CSV} with evaluations under "
                  f"{', '.join(map(str, runs_dirs))}")  # fmt: skip
         with _staged(out_dir) as staging:
-            coverage = write_coverage_report(list(zip(runs_dirs, labels)), keep, staging, notes)
+            compared = list(zip(runs_dirs, labels))
+            appendix = write_coverage_report(compared, keep, staging, notes)
+            appendix += write_sigma_report(compared, keep, staging, method_colors(curves), notes)
             notes += write_outputs(curves, staging, checkpoints, args.reference, args.reps,
-                                   args.bootstrap_seed, coverage, args.figure)  # fmt: skip
+                                   args.bootstrap_seed, appendix, args.figure)  # fmt: skip
             written = sorted(p.name for p in staging.iterdir())
     except ConfigError as err:
         fail(str(err))

@@ -23,9 +23,8 @@ import csv
 from pathlib import Path
 
 from ..runs.explore_log import EXPLORE_CSV, read_explore_csv
-from ..runs.run_logger import EVAL_CSV
 from ..tasks import COVERAGE
-from .run_files import read_env
+from .run_files import compared_runs
 
 COVERAGE_FILES = ("coverage.csv",)
 
@@ -59,30 +58,23 @@ def coverage_rows(
 ) -> list[dict[str, object]]:
     """One row per run (``(runs_dir, label)`` pairs; ``strategies`` to keep, or all)."""
     rows = []
-    for runs_dir, label in runs_dirs:
-        for strategy_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
-            if strategies is not None and strategy_dir.name not in strategies:
-                continue
-            name = strategy_dir.name if label is None else f"{strategy_dir.name} ({label})"
-            missing = []
-            for seed_dir in sorted(p for p in strategy_dir.glob("seed*") if p.is_dir()):
-                if not (seed_dir / EVAL_CSV).exists():
-                    continue  # not a run the comparison reads (run_files says so)
-                env = read_env(seed_dir, default=runs_dir.name)
-                if env not in COVERAGE:
-                    continue
-                path = seed_dir / EXPLORE_CSV
-                if not path.exists():
-                    missing.append(seed_dir.name)
-                    continue
-                found = run_coverage(path, env)
-                if found is not None:
-                    rows.append({"env": env, "strategy": name, "seed": seed_dir.name, **found})
-            if missing:
-                notes.append(
-                    f"{strategy_dir}: {', '.join(missing)} have no {EXPLORE_CSV}, so the "
-                    "coverage report leaves them out"
-                )
+    missing: dict[Path, list[str]] = {}
+    for run in compared_runs(runs_dirs, strategies):
+        if run.env not in COVERAGE:
+            continue
+        path = run.seed_dir / EXPLORE_CSV
+        if not path.exists():
+            missing.setdefault(run.seed_dir.parent, []).append(run.seed_dir.name)
+            continue
+        found = run_coverage(path, run.env)
+        if found is not None:
+            rows.append({"env": run.env, "strategy": run.strategy, "seed": run.seed_dir.name,
+                         **found})  # fmt: skip
+    for strategy_dir, seeds in missing.items():
+        notes.append(
+            f"{strategy_dir}: {', '.join(seeds)} have no {EXPLORE_CSV}, so the coverage "
+            "report leaves them out"
+        )
     return rows
 
 

@@ -79,6 +79,34 @@ def read_env(seed_dir: Path, default: str) -> str:
     return env
 
 
+@dataclass
+class RunDir:
+    """One run directory of a comparison: its env, its strategy's name as tables show it
+    (with the RUNS_DIR's label, if any), and its seed directory."""
+
+    env: str
+    strategy: str
+    seed_dir: Path
+
+
+def compared_runs(
+    runs_dirs: list[tuple[Path, str | None]], strategies: set[str] | None
+) -> list[RunDir]:
+    """Every ``<runs_dir>/<strategy>/seed<k>`` with an ``eval.csv`` (``(runs_dir, label)``
+    pairs; ``strategies`` to keep, or all), in the order the comparison's tables list them:
+    the runs a report on their other files (``explore.csv``) reads beside the curves."""
+    found = []
+    for runs_dir, label in runs_dirs:
+        for strategy_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+            if strategies is not None and strategy_dir.name not in strategies:
+                continue
+            name = strategy_dir.name if label is None else f"{strategy_dir.name} ({label})"
+            for seed_dir in sorted(p for p in strategy_dir.glob("seed*") if p.is_dir()):
+                if (seed_dir / EVAL_CSV).exists():  # else not compared (load_runs says so)
+                    found.append(RunDir(read_env(seed_dir, runs_dir.name), name, seed_dir))
+    return found
+
+
 def read_evaluations(path: Path) -> tuple[dict[int, float], dict[int, float] | None]:
     """(return by step, success rate by step or None) of one ``eval.csv``, checked."""
     try:

@@ -6,6 +6,9 @@ Tags are stable so that ``tensorboard --logdir runs/<env>`` overlays strategies:
     eval/success_rate                           tasks that define success (is_success)
     train/episode_return, train/episode_length   every training episode
     explore/sigma_mean, _min, _max               σ over all actor weights
+    explore/sigma_q10, _median, _q90             weight noise: σ's percentiles over them
+    explore/sigma_median/<layer>                 weight noise: each layer's median σ
+    explore/action_distance                      weight noise: the actions' distance it causes
     explore/clamped_fraction                     Explore strategies: precisions at the floor
     explore/<quantity>_max, _min                 tasks that report coverage (agents.tasks)
     loss/critic, loss/actor                      means over the last ``log_every`` steps
