@@ -136,3 +136,40 @@ def test_measuring_never_moves_the_training(strategy):
         assert torch.equal(a, b), name
     assert not torch.equal(logged.measure_generator.get_state(),
                            quiet.measure_generator.get_state())  # fmt: skip
+
+
+def test_the_precision_example_reads_a_layer_normalised_runs_checkpoint(tmp_path, train_agent):
+    """``examples/vadam_precision.py`` prints each perturbed layer's largest s and its σ:
+    the LayerNorm parameters Vadam never perturbs (their own parameter group) are left out,
+    and N enters σ. Reference: the checkpoint's s read here, σ = 1/√(N s + λ + c)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    args = ["--env", "Pendulum-v1", "--opt", "vadam", "--steps", "300", "--eval-every", "300",
+            "--eval-episodes", "1", "--no-compile", "--no-progress", "--logdir", "out",
+            "--set", "hidden_sizes=[16,16]", "--set", "learning_starts=64",
+            "--set", "layer_norm=true", "--set", "optimizer_kwargs.sample_constant=10",
+            "--set", "optimizer_kwargs.num_data=1000"]  # fmt: skip
+    result = train_agent(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    checkpoint = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0" / "checkpoints" / "latest.pt"
+    example = Path(__file__).resolve().parents[1] / "examples" / "vadam_precision.py"
+    out = subprocess.run([sys.executable, str(example), str(checkpoint)], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[2:-1]}
+
+    state = torch.load(checkpoint, weights_only=True)["actor_optimizer"]
+    perturbed = [g for g in state["param_groups"] if g.get("perturb", True)]
+    assert len(perturbed) < len(state["param_groups"])  # the LayerNorm group exists
+    expected = {}
+    for group in perturbed:
+        for index, name in zip(group["params"], group["param_names"]):
+            s = state["state"][index]["exp_avg_sq"].double().numpy()
+            expected[name] = (s.size, s.max(), 1 / np.sqrt(1000 * s.max() + 1e-8 + 10))
+    assert set(rows) == {*expected, "all"} and not any("norm" in name for name in expected)
+    for name, (size, s_max, sigma) in expected.items():
+        assert int(rows[name][0]) == size
+        assert float(rows[name][2]) == pytest.approx(s_max, rel=1e-3)
+        assert float(rows[name][3]) == pytest.approx(sigma, abs=1e-5)
+    assert float(rows["all"][3]) == pytest.approx(min(e[2] for e in expected.values()), abs=1e-5)

@@ -78,6 +78,66 @@ def test_sparse_then_vime_study_on_one_task(tmp_path):
     assert {p: p.stat().st_mtime_ns for p in runs.glob("*/seed0/eval.csv")} == written
 
 
+def test_population_fidelity_study_in_both_modes(tmp_path):
+    root = copy_of_the_studies(tmp_path, keep_runs=False)
+    run_script(root, "population-fidelity", STEPS="3000", SEEDS="2", WORKERS="1")
+    study = root / "studies" / "population-fidelity"
+    for mode in ("population", "single"):
+        for seed in (0, 1):
+            run = study / "runs" / mode / "Pendulum-v1" / "vadam" / f"seed{seed}"
+            assert (run / "eval.csv").read_text().count("\n") == 2, (mode, seed)
+    assert "vadam (population)" in (study / "comparison.md").read_text()
+
+
+def test_zhang_study_on_one_task(tmp_path):
+    root = copy_of_the_studies(tmp_path, keep_runs=False)
+    task = "SparseMountainCarRllab-v0"
+    run_script(root, "zhang2018-fig3", TASKS=task, SEEDS="1", WORKERS="1", STEPS="5000")
+    study = root / "studies" / "zhang2018-fig3"
+    methods = {"trpo-sb3", "trpo+vime-bbb-sb3", "trpo+vime-noisy-kfac-sb3"}
+    assert methods_in(study / "success.csv") == methods
+    for method in methods:
+        config = (study / "runs" / task / method / "seed0" / "config.yaml").read_text()
+        assert "normalize_actions: true" in config, method
+
+
+def test_plappert_study_on_one_task(tmp_path):
+    root = copy_of_the_studies(tmp_path, keep_runs=False)
+    task = "SparseMountainCar-v0"
+    run_script(root, "plappert2018-sparse", TASKS=task, SEEDS="2", WORKERS="1", STEPS="1000")
+    study = root / "studies" / "plappert2018-sparse"
+    strategies = {"adam-plain", "gaussian-action", "ou-action", "param-noise", "vadam",
+                  "noisy-adam"}  # fmt: skip
+    assert methods_in(study / "success.csv") == strategies
+    config = (study / "runs" / task / "vadam" / "seed1" / "config.yaml").read_text()
+    for setting in ("normalize_observations: true", "critic_layer_norm: true",
+                    "train_every: 100", "gradient_steps: 50"):  # fmt: skip
+        assert setting in config
+
+
+def test_sigma_study_on_one_task(tmp_path):
+    root = copy_of_the_studies(tmp_path, keep_runs=False)
+    task = "SparseMountainCar-v0"
+    run_script(root, "sigma", TASKS=task, SEEDS="1", WORKERS="1", STEPS="1000")
+    runs = root / "studies" / "sigma" / "runs" / task
+    swept = {f"vadam@sample_constant={c}" for c in (10000, 1000, 100, 10)}
+    swept |= {f"fixed-noise@initial_precision={c}" for c in (10000, 1000, 100, 10)}
+    swept |= {"vadam@num_data=1000"}
+    assert {d.name for d in runs.iterdir() if (d / "seed0" / "eval.csv").exists()} == swept
+    sigma = (root / "studies" / "sigma" / "sweep" / "sigma.csv").read_text()
+    assert "vadam@sample_constant=10," in sigma
+    # One sample per episode: Vadam at each c, in a run tree of its own, reported beside
+    # the per-step runs.
+    episode = root / "studies" / "sigma" / "runs-episode" / task
+    assert {d.name for d in episode.iterdir() if (d / "seed0" / "eval.csv").exists()} == {
+        f"vadam@sample_constant={c}" for c in (10000, 1000, 100, 10)
+    }
+    assert "resample: episode" in (episode / "vadam@sample_constant=10" / "seed0" /
+                                   "config.yaml").read_text()  # fmt: skip
+    resample = (root / "studies" / "sigma" / "resample" / "comparison.md").read_text()
+    assert "vadam@sample_constant=10 (episode)" in resample
+
+
 def test_an_unknown_vime_part_is_refused_before_any_training(tmp_path):
     root = copy_of_the_studies(tmp_path, keep_runs=False)
     # The misspelt part comes second: the valid one before it must not start training.
@@ -104,6 +164,8 @@ def test_committed_reports_regenerate_from_the_committed_runs(tmp_path):
     committed = {path: path.read_text() for path in complete}
     for path in complete:
         path.unlink(missing_ok=True)
-    for study in ("reproduction", "sparse", "vime"):
+    reported = sorted({path.relative_to(studies).parts[0] for path in complete})
+    assert {"reproduction", "sparse", "vime", "population-fidelity"} <= set(reported)
+    for study in reported:
         run_script(root, study, REPORT_ONLY="1")
     assert {path: path.read_text() for path in complete} == committed

@@ -13,9 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 STEPS=${STEPS:-30000}
+SEEDS=${SEEDS:-10}
 WORKERS=${WORKERS:-2}
 if [ -z "${REPORT_ONLY:-}" ]; then
-  grid=(train_agent --env Pendulum-v1 --opt vadam --seeds 10 --steps "$STEPS"
+  grid=(train_agent --env Pendulum-v1 --opt vadam --seeds "$SEEDS" --steps "$STEPS"
         --workers "$WORKERS" --set "hidden_sizes=[64,64]" --set eval_every=3000
         --set eval_episodes=10)
   "${grid[@]}" --logdir runs/population

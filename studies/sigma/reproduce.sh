@@ -42,10 +42,17 @@ if [ -z "${REPORT_ONLY:-}" ]; then
   for task in "${TASKS[@]}"; do
     read -r -a own <<< "$(settings "$task")"
     grid=(train_agent "${own[@]}" --env "$task" --seeds "$SEEDS" --steps "$STEPS"
-          --workers "$WORKERS" --compile --set save_replay_buffer=true --logdir runs)
-    "${grid[@]}" --opt vadam --set "optimizer_kwargs.sample_constant=$VALUES"
-    "${grid[@]}" --opt fixed-noise --set "optimizer_kwargs.initial_precision=$VALUES"
-    "${grid[@]}" --opt vadam --set "optimizer_kwargs.num_data=[1000]"
+          --workers "$WORKERS" --compile --set save_replay_buffer=true)
+    "${grid[@]}" --logdir runs --opt vadam --set "optimizer_kwargs.sample_constant=$VALUES"
+    "${grid[@]}" --logdir runs --opt fixed-noise \
+      --set "optimizer_kwargs.initial_precision=$VALUES"
+    "${grid[@]}" --logdir runs --opt vadam --set "optimizer_kwargs.num_data=[1000]"
+    # One weight sample per episode (Khan et al. App. K, footnote 10), as parameter noise
+    # holds its perturbation: whether the weight noise lacked size or temporal consistency.
+    if [ "$task" != "HalfCheetah-v4" ]; then
+      "${grid[@]}" --logdir runs-episode --opt vadam --set resample=episode \
+        --set "optimizer_kwargs.sample_constant=$VALUES"
+    fi
   done
 fi
 
@@ -58,3 +65,15 @@ for task in "${TASKS[@]}"; do
   if [ -d "runs/$task" ]; then dirs+=("runs/$task"); fi
 done
 compare_runs "${dirs[@]}" --strategies "$SWEEP" --at 50000,100000 --out sweep
+
+# One sample per step against one per episode, Vadam at each c, on the sparse tasks.
+pairs=() labels=()
+for task in "${TASKS[@]}"; do
+  if [ -d "runs-episode/$task" ]; then
+    pairs+=("runs/$task" "runs-episode/$task") labels+=(step episode)
+  fi
+done
+if [ ${#pairs[@]} -gt 0 ]; then
+  compare_runs "${pairs[@]}" --labels "$(IFS=,; echo "${labels[*]}")" --strategies "$VADAM" \
+    --at 50000,100000 --out resample
+fi
