@@ -151,7 +151,9 @@ def population_update_seconds(members: int, updates: int = 200) -> float:
     from agents.settings import DDPGSettings
 
     torch.set_num_threads(1)
-    config = DDPGSettings.from_values({"strategy": STRATEGY, "learning_starts": 64})
+    config = DDPGSettings.from_values(
+        {"strategy": STRATEGY, "learning_starts": 64, "compile": True}
+    )
     population = make_population(
         ["HalfCheetah-v4"] * members, [config] * members, list(range(members)), "cpu"
     )
