@@ -23,7 +23,7 @@ import pickle
 import pickletools
 import warnings
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -279,3 +279,34 @@ def check_origin(state: dict[str, Any], path: str | Path, env_id: str, strategy:
     saved = state["config"].get("strategy", state["config"].get("optimizer"))
     if saved != strategy:
         raise CheckpointError(f"checkpoint {path} trains strategy {saved}, this run {strategy}")
+
+
+def load_checked(
+    path: str | Path,
+    device: str | torch.device,
+    env_id: str,
+    strategy: str,
+    load: Callable[[dict[str, Any]], None],
+    check: Callable[[dict[str, Any]], None] | None = None,
+    engine: str = "native",
+) -> dict[str, Any]:
+    """Read ``path`` as a checkpoint of ``engine`` for a run of ``env_id`` and ``strategy``,
+    let ``check`` see its metadata (it may refuse by raising), then ``load`` the state;
+    return the metadata. Every learner resumes through this one gate, so a damaged file,
+    one of another run, or one whose tensors do not fit raises :class:`CheckpointError`
+    naming the file, whatever the engine."""
+    state = read_checkpoint(path, device, engine=engine)
+    check_origin(state, path, env_id, strategy)
+    if check is not None:
+        check(state.get("metadata", {}))
+    try:
+        load(state)
+    except CheckpointError as err:  # a part that says what is wrong with it
+        raise CheckpointError(f"checkpoint {path} refused: {err}") from None
+    except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
+        detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+        raise CheckpointError(
+            f"checkpoint {path} does not match this run's networks or optimizer: "
+            f"{type(err).__name__}: {detail}"
+        ) from None
+    return state.get("metadata", {})

@@ -47,8 +47,8 @@ from param_explore import action_space_distance
 
 from ..common.callbacks import Callback
 from ..common.checkpoints import (
-    check_origin,
     listed,
+    load_checked,
     non_finite_entries,
     read_checkpoint,
     save_finite,
@@ -583,20 +583,9 @@ class DDPG:
         A damaged file, one of another env, strategy or engine, or one that holds anything
         but tensors and plain data raises :class:`CheckpointError` naming the file.
         """
-        state = read_checkpoint(path, self.device)
-        check_origin(state, path, self.env_id, self.config.strategy.name)
-        if check is not None:
-            check(state.get("metadata", {}))
-        try:
-            self.load_state_dict(state)
-        except CheckpointError as err:  # a part that says what is wrong with it
-            raise CheckpointError(f"checkpoint {path} refused: {err}") from None
-        except (RuntimeError, KeyError, ValueError) as err:
-            detail = str(err).strip().splitlines()[0][:200]
-            raise CheckpointError(
-                f"checkpoint {path} does not match this run's networks or optimizer: {detail}"
-            ) from None
-        return state.get("metadata", {})
+        return load_checked(
+            path, self.device, self.env_id, self.config.strategy.name, self.load_state_dict, check
+        )
 
     def save(
         self,

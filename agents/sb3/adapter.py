@@ -5,7 +5,6 @@ checkpoint that does not fit the model (:mod:`agents.sb3.ddpg_agent`,
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,9 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
 from ..common.callbacks import Callback
-from ..common.checkpoints import check_origin, read_checkpoint, save_finite
+from ..common.checkpoints import save_finite
 from ..common.envs import env_id
-from ..common.errors import CheckpointError, EnvironmentFailure, NonFiniteDataError
+from ..common.errors import EnvironmentFailure, NonFiniteDataError
 
 
 class StopLearning(Exception):
@@ -157,33 +156,6 @@ def generator_states(model: Any, env_rng: dict[str, Any] | None) -> dict[str, An
         "action_space": model.action_space.np_random.bit_generator.state,
         "env_before_reset": env_rng,
     }
-
-
-def load_checked(
-    agent: Any,
-    path: str | Path,
-    engine: str,
-    strategy: str,
-    check: Callable[[dict[str, Any]], None] | None,
-) -> dict[str, Any]:
-    """Read ``path`` as a checkpoint of ``engine`` for ``agent``'s env and ``strategy``, let
-    ``check`` see its metadata, then ``agent._load_state`` it; return the metadata. Anything
-    else raises :class:`CheckpointError` naming the file."""
-    state = read_checkpoint(path, agent.device, engine=engine)
-    check_origin(state, path, agent.env_id, strategy)
-    if check is not None:
-        check(state.get("metadata", {}))
-    try:
-        agent._load_state(state)
-    except CheckpointError as err:  # a part that says what is wrong with it
-        raise CheckpointError(f"checkpoint {path} refused: {err}") from None
-    except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
-        detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
-        raise CheckpointError(
-            f"checkpoint {path} does not match this run's networks or optimizer: "
-            f"{type(err).__name__}: {detail}"
-        ) from None
-    return state.get("metadata", {})
 
 
 def restore_generators(agent: Any, generators: dict[str, Any]) -> Any:

@@ -32,6 +32,7 @@ from stable_baselines3 import DDPG as SB3DDPG
 from stable_baselines3.common.callbacks import BaseCallback
 
 from ..common.callbacks import Callback
+from ..common.checkpoints import load_checked
 from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import env_id, make_env
@@ -43,7 +44,6 @@ from .adapter import (
     StopLearning,
     check_step,
     generator_states,
-    load_checked,
     report_episode_end,
     restore_generators,
 )
@@ -217,7 +217,10 @@ class SB3Agent(SB3RunAgent):
         """Continue from a file written by :meth:`save` for this run (its env and
         strategy); return the ``metadata`` saved with it, which ``check`` sees before
         anything is loaded. Anything else raises :class:`CheckpointError` naming the file."""
-        return load_checked(self, path, "sb3", self.config.strategy.name, check)
+        return load_checked(
+            path, self.device, self.env_id, self.config.strategy.name, self._load_state, check,
+            engine="sb3",
+        )  # fmt: skip
 
     def _load_state(self, state: dict[str, Any]) -> None:
         generators = state["generators"]

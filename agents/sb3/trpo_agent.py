@@ -53,6 +53,7 @@ from sb3_contrib import TRPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 from ..common.callbacks import Callback
+from ..common.checkpoints import load_checked
 from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import env_id
@@ -248,7 +249,9 @@ class SB3TRPOAgent(adapter.SB3RunAgent):
     ) -> dict[str, Any]:
         """Continue from a file written by :meth:`save` for this run; return its
         ``metadata``, which ``check`` sees before anything is loaded."""
-        return adapter.load_checked(self, path, ENGINE, TRPO_STRATEGY, check)
+        return load_checked(
+            path, self.device, self.env_id, TRPO_STRATEGY, self._load_state, check, engine=ENGINE
+        )
 
     def _load_state(self, state: dict[str, Any]) -> None:
         model = adapter.restore_generators(self, state["generators"])
