@@ -159,7 +159,8 @@ def test_committed_reports_regenerate_from_the_committed_runs(tmp_path):
         path
         for pattern in ("*.md", "*.csv")
         for path in studies.rglob(pattern)
-        if "runs" not in path.relative_to(studies).parts and path.name != "README.md"
+        if not any(part.startswith("runs") for part in path.relative_to(studies).parts)
+        and path.name != "README.md"
     )
     committed = {path: path.read_text() for path in complete}
     for path in complete:
