@@ -48,6 +48,7 @@ from agents.common.bounded_yaml import load_yaml_text
 from agents.common.envs import make_env
 from agents.common.errors import CheckpointError, NonFiniteDataError
 from agents.curiosity import make_vime_bonus
+from agents.runs.agent_factory import make_agent
 from agents.runs.run_lock import LOCK_FILE, run_dir_lock
 from agents.runs.run_logger import read_eval_csv
 from agents.runs.train import train
@@ -170,6 +171,16 @@ def finished_runs(tmp_path_factory):
     return root
 
 
+def poison(path: Path, part: str) -> str:
+    """Write a NaN into the first tensor of ``part`` of the checkpoint at ``path``, as an
+    edited file would hold it; its name in the checkpoint."""
+    state = torch.load(path, weights_only=True)
+    name, tensor = next((n, t) for n, t in state[part].items() if torch.is_tensor(t))
+    tensor.view(-1)[0] = float("nan")
+    torch.save(state, path)
+    return f"{part}.{name}"
+
+
 DAMAGE = {
     "truncated": lambda runs, path: path.write_bytes(path.read_bytes()[: path.stat().st_size // 2]),
     "another env": lambda runs, path: path.write_bytes(
@@ -186,6 +197,7 @@ DAMAGE = {
     "garbage": lambda runs, path: path.write_bytes(random.Random(0).randbytes(5000)),
     "empty": lambda runs, path: path.write_bytes(b""),
     "text": lambda runs, path: path.write_text("hello\n" * 10),
+    "a NaN weight": lambda runs, path: poison(path, "actor"),
 }
 EXPECTED = {
     "truncated": "is damaged: it is truncated",
@@ -196,6 +208,8 @@ EXPECTED = {
     "garbage": "is damaged: it is not a checkpoint archive",
     "empty": "is damaged: the file is empty",
     "text": "is damaged: it is not a checkpoint archive",
+    # found on reading, not at the first action the weights take
+    "a NaN weight": "refused: its weights or optimizer state are not finite (actor.",
 }
 
 
@@ -213,6 +227,24 @@ def test_damaged_or_foreign_checkpoint_gives_one_line_and_changes_nothing(
     assert snapshot(run_dir) == before
     with pytest.raises(CheckpointError, match=re.escape(EXPECTED[case])):
         DDPG("Pendulum-v1", hidden_sizes=[32, 32]).load_checkpoint(checkpoint)
+
+
+@pytest.mark.parametrize("engine", ["native", "sb3"])
+def test_non_finite_weights_in_a_checkpoint_are_refused_on_reading(tmp_path, finished_runs, engine):
+    """Neither a resume nor ``DDPG.load`` takes a state a run would never have saved."""
+    name, part = {"native": ("vadam", "critic"), "sb3": ("vadam-sb3", "policy")}[engine]
+    checkpoint = copy_run(finished_runs, name, tmp_path) / "checkpoints" / "latest.pt"
+    entry = poison(checkpoint, part)
+    expected = f"checkpoint {checkpoint} refused: its weights or optimizer state are not finite"
+    with pytest.raises(CheckpointError, match=re.escape(f"{expected} ({entry}")):
+        if engine == "native":
+            DDPG.load(checkpoint)
+        else:
+            agent = make_agent(resolve_settings(
+                strategy="vadam", env="Pendulum-v1", engine="sb3", compile=False,
+                set_options=["hidden_sizes=[32,32]"],
+            ))  # fmt: skip
+            agent.load_checkpoint(checkpoint)
 
 
 def test_sb3_engine_refuses_a_native_checkpoint(tmp_path, finished_runs, train_agent):

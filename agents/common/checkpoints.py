@@ -39,6 +39,22 @@ REQUIRED_KEYS = {
     "sb3": ("config", "env_id", "policy", "actor_optimizer", "critic_optimizer", "counters"),
     "sb3-trpo": ("config", "env_id", "policy", "optimizer", "counters"),
 }
+#: The parts of each engine's checkpoint that must be finite to be saved or trusted: the
+#: networks and their optimizers (a curiosity bonus's state has checks of its own,
+#: ``agents/curiosity/vime.py``). A run never saves them otherwise (:func:`save_finite`),
+#: so a file where they are not finite was changed, and is refused before it loads.
+FINITE_KEYS = {
+    "native": (
+        "actor",
+        "critic",
+        "target_actor",
+        "target_critic",
+        "actor_optimizer",
+        "critic_optimizer",
+    ),
+    "sb3": ("policy", "actor_optimizer", "critic_optimizer"),
+    "sb3-trpo": ("policy", "optimizer"),
+}
 #: The local-file header every zip archive, hence every ``torch.save`` file, starts with.
 _ZIP_MAGIC = b"PK\x03\x04"
 
@@ -114,6 +130,12 @@ def read_checkpoint(
     if saved != engine:
         raise CheckpointError(
             f"{path} is not a checkpoint of the {engine} engine (it is one of the {saved} engine)"
+        )
+    bad = non_finite_entries({key: state[key] for key in FINITE_KEYS[engine] if key in state})
+    if bad:
+        raise CheckpointError(
+            f"checkpoint {path} refused: its weights or optimizer state are not finite "
+            f"({listed(bad)}); a run never saves such a state, so the file was changed"
         )
     return state
 
@@ -299,6 +321,15 @@ def load_checked(
     check_origin(state, path, env_id, strategy)
     if check is not None:
         check(state.get("metadata", {}))
+    load_named(path, state, load)
+    return state.get("metadata", {})
+
+
+def load_named(
+    path: str | Path, state: dict[str, Any], load: Callable[[dict[str, Any]], None]
+) -> None:
+    """``load(state)``, read from ``path``; what does not fit becomes a
+    :class:`CheckpointError` naming the file (:func:`load_checked`, ``DDPG.load``)."""
     try:
         load(state)
     except CheckpointError as err:  # a part that says what is wrong with it
@@ -309,4 +340,3 @@ def load_checked(
             f"checkpoint {path} does not match this run's networks or optimizer: "
             f"{type(err).__name__}: {detail}"
         ) from None
-    return state.get("metadata", {})

@@ -47,8 +47,10 @@ from param_explore import action_space_distance
 
 from ..common.callbacks import Callback
 from ..common.checkpoints import (
+    FINITE_KEYS,
     listed,
     load_checked,
+    load_named,
     non_finite_entries,
     read_checkpoint,
     save_finite,
@@ -68,14 +70,7 @@ from .replay_buffer import Batch, ReplayBuffer
 from .update import EagerUpdate, UpdateSettings, UpdateState
 
 #: The parts of a state that must be finite to be saved or trusted.
-_CHECKED_STATE = (
-    "actor",
-    "critic",
-    "target_actor",
-    "target_critic",
-    "actor_optimizer",
-    "critic_optimizer",
-)
+_CHECKED_STATE = FINITE_KEYS["native"]
 #: What must be finite to be saved: the agent's state and its curiosity bonus's.
 _SAVED_CHECKED_STATE = (*_CHECKED_STATE, "bonus")
 
@@ -617,5 +612,5 @@ class DDPG:
             device=device,
             bonus=bonus,
         )
-        agent.load_state_dict(state)
+        load_named(path, state, agent.load_state_dict)
         return agent

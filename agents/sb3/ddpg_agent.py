@@ -32,7 +32,7 @@ from stable_baselines3 import DDPG as SB3DDPG
 from stable_baselines3.common.callbacks import BaseCallback
 
 from ..common.callbacks import Callback
-from ..common.checkpoints import load_checked
+from ..common.checkpoints import FINITE_KEYS, load_checked
 from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import env_id, make_env
@@ -91,7 +91,7 @@ class SB3Agent(SB3RunAgent):
 
     checkpoint_name = "latest.pt"
     loss_names = (("critic", "train/critic_loss"), ("actor", "train/actor_loss"))
-    checked_state = ("policy", "actor_optimizer", "critic_optimizer")
+    checked_state = FINITE_KEYS["sb3"]
 
     def __init__(
         self, env: str | gym.Env, config: DDPGSettings, seed: int, device: str = "auto"

@@ -53,7 +53,7 @@ from sb3_contrib import TRPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 from ..common.callbacks import Callback
-from ..common.checkpoints import load_checked
+from ..common.checkpoints import FINITE_KEYS, load_checked
 from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import env_id
@@ -133,7 +133,7 @@ class SB3TRPOAgent(adapter.SB3RunAgent):
         ("value", "train/value_loss"),
         ("kl", "train/kl_divergence_loss"),
     )
-    checked_state = ("policy", "optimizer", "bonus")
+    checked_state = (*FINITE_KEYS[ENGINE], "bonus")
 
     def __init__(
         self,
