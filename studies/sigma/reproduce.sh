@@ -48,10 +48,13 @@ if [ -z "${REPORT_ONLY:-}" ]; then
       --set "optimizer_kwargs.initial_precision=$VALUES"
     "${grid[@]}" --logdir runs --opt vadam --set "optimizer_kwargs.num_data=[1000]"
     # One weight sample per episode (Khan et al. App. K, footnote 10), as parameter noise
-    # holds its perturbation: whether the weight noise lacked size or temporal consistency.
+    # holds its perturbation: whether the weight noise lacked size or temporal consistency;
+    # fixed-noise the same way, to tell the adaptation from the consistency.
     if [ "$task" != "HalfCheetah-v4" ]; then
       "${grid[@]}" --logdir runs-episode --opt vadam --set resample=episode \
         --set "optimizer_kwargs.sample_constant=$VALUES"
+      "${grid[@]}" --logdir runs-episode --opt fixed-noise --set resample=episode \
+        --set "optimizer_kwargs.initial_precision=$VALUES"
     fi
   done
 fi
@@ -66,7 +69,8 @@ for task in "${TASKS[@]}"; do
 done
 compare_runs "${dirs[@]}" --strategies "$SWEEP" --at 50000,100000 --out sweep
 
-# One sample per step against one per episode, Vadam at each c, on the sparse tasks.
+# One sample per step against one per episode, Vadam and fixed-noise at each c, on the
+# sparse tasks.
 pairs=() labels=()
 for task in "${TASKS[@]}"; do
   if [ -d "runs-episode/$task" ]; then
@@ -74,6 +78,6 @@ for task in "${TASKS[@]}"; do
   fi
 done
 if [ ${#pairs[@]} -gt 0 ]; then
-  compare_runs "${pairs[@]}" --labels "$(IFS=,; echo "${labels[*]}")" --strategies "$VADAM" \
+  compare_runs "${pairs[@]}" --labels "$(IFS=,; echo "${labels[*]}")" --strategies "$VADAM,$FIXED" \
     --at 50000,100000 --out resample
 fi
