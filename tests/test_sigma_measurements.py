@@ -139,9 +139,10 @@ def test_measuring_never_moves_the_training(strategy):
 
 
 def test_the_precision_example_reads_a_layer_normalised_runs_checkpoint(tmp_path, train_agent):
-    """``examples/vadam_precision.py`` prints each perturbed layer's largest s and its σ:
-    the LayerNorm parameters Vadam never perturbs (their own parameter group) are left out,
-    and N enters σ. Reference: the checkpoint's s read here, σ = 1/√(N s + λ + c)."""
+    """``examples/vadam_precision.py`` prints each perturbed layer's largest s, its σ and the
+    shares of weights whose σ fell below 0.9 σ₀ and σ₀/2: the LayerNorm parameters Vadam never
+    perturbs (their own parameter group) are left out, and N enters σ. Reference: the
+    checkpoint's s read here, σ = 1/√(N s + λ + c), σ₀ = 1/√(λ + c)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -166,10 +167,14 @@ def test_the_precision_example_reads_a_layer_normalised_runs_checkpoint(tmp_path
     for group in perturbed:
         for index, name in zip(group["params"], group["param_names"]):
             s = state["state"][index]["exp_avg_sq"].double().numpy()
-            expected[name] = (s.size, s.max(), 1 / np.sqrt(1000 * s.max() + 1e-8 + 10))
+            ratio = np.sqrt((1e-8 + 10) / (1000 * s + 1e-8 + 10))
+            shares = [100 * np.mean(ratio < 0.9), 100 * np.mean(ratio < 0.5)]
+            expected[name] = (s.size, s.max(), 1 / np.sqrt(1000 * s.max() + 1e-8 + 10), shares)
     assert set(rows) == {*expected, "all"} and not any("norm" in name for name in expected)
-    for name, (size, s_max, sigma) in expected.items():
+    for name, (size, s_max, sigma, shares) in expected.items():
         assert int(rows[name][0]) == size
         assert float(rows[name][2]) == pytest.approx(s_max, rel=1e-3)
         assert float(rows[name][3]) == pytest.approx(sigma, abs=1e-5)
+        assert [float(x.rstrip("%")) for x in rows[name][4:]] == pytest.approx(shares, abs=0.01)
     assert float(rows["all"][3]) == pytest.approx(min(e[2] for e in expected.values()), abs=1e-5)
+    assert any(e[3][0] > 0 for e in expected.values())  # some σ moved: the shares are not all 0
