@@ -81,3 +81,36 @@ if [ ${#pairs[@]} -gt 0 ]; then
   compare_runs "${pairs[@]}" --labels "$(IFS=,; echo "${labels[*]}")" --strategies "$VADAM,$FIXED" \
     --at 50000,100000 --out resample
 fi
+
+# The best sigma_0 of each family beside the committed studies' baselines, trained with the
+# same settings and seeds: on the sparse tasks one sample per episode at sigma_0 = 0.32 (the
+# best arm of both families there) beside Plappert et al.'s comparison (no noise, OU action
+# noise, parameter noise); on HalfCheetah the best c of each family beside Khan et al.'s
+# reproduction (no noise, parameter noise). Baseline runs that are absent are skipped.
+baselines() {  # $1: output directory, $2: strategies, then pairs of run directory and label
+  local out=$1 strategies=$2 dirs=() labels=()
+  shift 2
+  while [ $# -gt 0 ]; do
+    if [ -d "$1" ]; then dirs+=("$1") labels+=("$2"); fi
+    shift 2
+  done
+  if [ ${#dirs[@]} -gt 1 ]; then
+    compare_runs "${dirs[@]}" --labels "$(IFS=,; echo "${labels[*]}")" \
+      --strategies "$strategies" --at 50000,100000 --out "$out"
+  fi
+}
+sparse=()
+for task in "${TASKS[@]}"; do
+  if [ "$task" != "HalfCheetah-v4" ]; then
+    sparse+=("runs-episode/$task" "per episode" "../plappert2018-sparse/runs/$task" plappert)
+  fi
+done
+if [ ${#sparse[@]} -gt 0 ]; then
+  baselines baselines/sparse "vadam@sample_constant=10,fixed-noise@initial_precision=10,\
+adam-plain,ou-action,param-noise" "${sparse[@]}"
+fi
+if [[ " ${TASKS[*]} " == *" HalfCheetah-v4 "* ]]; then
+  baselines baselines/HalfCheetah-v4 "vadam@sample_constant=10000,\
+fixed-noise@initial_precision=100,adam-plain,param-noise" runs/HalfCheetah-v4 sigma \
+    ../reproduction/runs/khan2018-init/HalfCheetah-v4 reproduction
+fi
