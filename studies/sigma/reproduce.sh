@@ -85,8 +85,9 @@ fi
 # The best sigma_0 of each family beside the committed studies' baselines, trained with the
 # same settings and seeds: on the sparse tasks one sample per episode at sigma_0 = 0.32 (the
 # best arm of both families there) beside Plappert et al.'s comparison (no noise, OU action
-# noise, parameter noise); on HalfCheetah the best c of each family beside Khan et al.'s
-# reproduction (no noise, parameter noise). Baseline runs that are absent are skipped.
+# noise, parameter noise); on HalfCheetah the best c of each family by the mean return at
+# 100 k (Vadam's 1e3, fixed-noise's 1e2) and Khan et al.'s c = 1e4 beside their reproduction
+# (no noise, parameter noise). Baseline runs that are absent are skipped.
 baselines() {  # $1: output directory, $2: strategies, then pairs of run directory and label
   local out=$1 strategies=$2 dirs=() labels=()
   shift 2
@@ -110,7 +111,7 @@ if [ ${#sparse[@]} -gt 0 ]; then
 adam-plain,ou-action,param-noise" "${sparse[@]}"
 fi
 if [[ " ${TASKS[*]} " == *" HalfCheetah-v4 "* ]]; then
-  baselines baselines/HalfCheetah-v4 "vadam@sample_constant=10000,\
+  baselines baselines/HalfCheetah-v4 "vadam@sample_constant=1000,vadam@sample_constant=10000,\
 fixed-noise@initial_precision=100,adam-plain,param-noise" runs/HalfCheetah-v4 sigma \
     ../reproduction/runs/khan2018-init/HalfCheetah-v4 reproduction
 fi
