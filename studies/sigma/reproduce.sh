@@ -69,27 +69,9 @@ for task in "${TASKS[@]}"; do
 done
 compare_runs "${dirs[@]}" --strategies "$SWEEP" --at 50000,100000 --out sweep
 
-# One sample per step against one per episode, Vadam and fixed-noise at each c, on the
-# sparse tasks.
-pairs=() labels=()
-for task in "${TASKS[@]}"; do
-  if [ -d "runs-episode/$task" ]; then
-    pairs+=("runs/$task" "runs-episode/$task") labels+=(step episode)
-  fi
-done
-if [ ${#pairs[@]} -gt 0 ]; then
-  compare_runs "${pairs[@]}" --labels "$(IFS=,; echo "${labels[*]}")" --strategies "$VADAM,$FIXED" \
-    --at 50000,100000 --out resample
-fi
-
-# The best sigma_0 of each family beside the committed studies' baselines, trained with the
-# same settings and seeds: on the sparse tasks one sample per episode at sigma_0 = 0.32 (the
-# best arm of both families there) beside Plappert et al.'s comparison (no noise, OU action
-# noise, parameter noise); on HalfCheetah the best c of each family by the mean return at
-# 100 k (Vadam's 1e3, fixed-noise's 1e2) and Khan et al.'s c = 1e4 beside their reproduction
-# (no noise, parameter noise). Baseline runs that are absent are skipped.
-baselines() {  # $1: output directory, $2: strategies, then pairs of run directory and label
-  local out=$1 strategies=$2 dirs=() labels=()
+# Labelled comparisons: run directories of one env told apart by a label after each strategy.
+compare_labelled() {  # $1: output directory, $2: strategies, then pairs of run directory and
+  local out=$1 strategies=$2 dirs=() labels=()  # label; absent directories are skipped
   shift 2
   while [ $# -gt 0 ]; do
     if [ -d "$1" ]; then dirs+=("$1") labels+=("$2"); fi
@@ -100,18 +82,33 @@ baselines() {  # $1: output directory, $2: strategies, then pairs of run directo
       --strategies "$strategies" --at 50000,100000 --out "$out"
   fi
 }
+
+# One sample per step against one per episode, Vadam and fixed-noise at each c, on the
+# sparse tasks.
+pairs=()
+for task in "${TASKS[@]}"; do
+  if [ -d "runs-episode/$task" ]; then
+    pairs+=("runs/$task" step "runs-episode/$task" episode)
+  fi
+done
+compare_labelled resample "$VADAM,$FIXED" "${pairs[@]}"
+
+# The best sigma_0 of each family beside the committed studies' baselines, trained with the
+# same settings and seeds: on the sparse tasks one sample per episode at sigma_0 = 0.32 (the
+# best arm of both families there) beside Plappert et al.'s comparison (no noise, OU action
+# noise, parameter noise); on HalfCheetah the best c of each family by the mean return at
+# 100 k (Vadam's 1e3, fixed-noise's 1e2) and Khan et al.'s c = 1e4 beside their reproduction
+# (no noise, parameter noise).
 sparse=()
 for task in "${TASKS[@]}"; do
   if [ "$task" != "HalfCheetah-v4" ]; then
     sparse+=("runs-episode/$task" "per episode" "../plappert2018-sparse/runs/$task" plappert)
   fi
 done
-if [ ${#sparse[@]} -gt 0 ]; then
-  baselines baselines/sparse "vadam@sample_constant=10,fixed-noise@initial_precision=10,\
+compare_labelled baselines/sparse "vadam@sample_constant=10,fixed-noise@initial_precision=10,\
 adam-plain,ou-action,param-noise" "${sparse[@]}"
-fi
 if [[ " ${TASKS[*]} " == *" HalfCheetah-v4 "* ]]; then
-  baselines baselines/HalfCheetah-v4 "vadam@sample_constant=1000,vadam@sample_constant=10000,\
+  compare_labelled baselines/HalfCheetah-v4 "vadam@sample_constant=1000,vadam@sample_constant=10000,\
 fixed-noise@initial_precision=100,adam-plain,param-noise" runs/HalfCheetah-v4 sigma \
     ../reproduction/runs/khan2018-init/HalfCheetah-v4 reproduction
 fi
