@@ -7,7 +7,9 @@ Bad input (unknown env or strategy, non-Box action space, broken YAML, unknown `
 key, non-positive counts, settings that cannot fit in memory), a run directory that cannot
 be used (written by another process, a file of it missing or damaged, a read-only or full
 disk) and a failing environment end with one ``train_agent: error: ...`` line and exit
-code 2. Ctrl-C and SIGTERM stop after a checkpoint: exit code 130 and 143.
+code 2; ``--check`` runs the same checks (:func:`_check_runs`) and trains nothing. Ctrl-C
+and SIGTERM stop after a checkpoint: exit code 130 and 143. A grid some of whose runs
+failed (or were lost with their worker) exits 1.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ import signal
 import sys
 from pathlib import Path
 
+import gymnasium as gym
+
 from .common.errors import ConfigError, os_error_message
 from .common.strategies import available_strategies
 from .curiosity.registry import BONUSES
 from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
-from .runs.agent_factory import learner_module, make_task_env
-from .runs.grid import RunOutcome, run_grid, threads_per_worker
+from .runs.agent_factory import check_run_env, learner_module, make_task_env
+from .runs.grid import RunOutcome, check_grid, run_grid, threads_per_worker
 from .runs.stopping import RunInterrupted, interrupt_on_signals
 from .runs.train import train
 from .settings import RunSettings
@@ -159,18 +163,16 @@ def main(argv: list[str] | None = None) -> int:
             compile=args.compile,
             bonus={"kind": args.bonus} if args.bonus else None,
         )
+        grid = _is_grid(configs, args)
+        _check_runs(configs, args, grid)
         if args.check:
-            _check_envs(configs)
-            for config in configs:
-                learner_module(config)
             for config in configs:
                 print(f"{config.run_dir()}: settings checked, nothing trained")
             return 0
-        if len(configs) == 1 and args.workers is None and args.backend is None:
+        if not grid:
             run_dir = train(configs[0], resume=args.resume, progress=not args.no_progress)
             print(f"run directory: {run_dir}")
             return 0
-        _check_envs(configs)
         return _grid(configs, args)
     except ConfigError as err:
         parser.exit(2, f"train_agent: error: {err}\n")
@@ -178,11 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"train_agent: error: {os_error_message(err)}\n")
     except RunInterrupted as stop:
         what = "interrupted" if stop.signum == signal.SIGINT else "terminated"
-        grid = len(configs) > 1 or args.workers is not None or args.backend is not None
         follow = (
             "running runs checkpointed, queued runs not started; run the same command "
             "again to continue"
-            if grid
+            if _is_grid(configs, args)
             else "checkpoint written, continue with --resume"
         )
         print(f"\ntrain_agent: {what}; {follow}", file=sys.stderr)
@@ -196,19 +197,41 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _check_envs(configs: list[RunSettings]) -> None:
-    """Make every distinct env of a grid once: an unknown id or a setting the env refuses
-    stops the grid with one line, before any run starts."""
-    checked: list[tuple[str, dict]] = []
-    for config in configs:
-        if (config.env, config.env_kwargs) not in checked:
-            make_task_env(config).close()
-            checked.append((config.env, config.env_kwargs))
+def _is_grid(configs: list[RunSettings], args: argparse.Namespace) -> bool:
+    """Whether the command runs a grid (several runs, or workers or a backend asked for)."""
+    return len(configs) > 1 or args.workers is not None or args.backend is not None
+
+
+def _workers(args: argparse.Namespace) -> int:
+    """``--workers`` as given (0 and below are refused, not taken for the default 1)."""
+    return 1 if args.workers is None else args.workers
+
+
+def _check_runs(configs: list[RunSettings], args: argparse.Namespace, grid: bool) -> None:
+    """Every check the command makes before a run starts, for ``--check`` and the command
+    alike (one path, so ``--check`` approves nothing the command refuses): the grid's own
+    (workers, backend, each run directory once), each optional learner, and each run on its
+    env (made once per distinct env: an unknown id or a setting the env refuses, episodes
+    that never end, settings that do not fit in memory). One ConfigError line otherwise."""
+    if grid:
+        check_grid(configs, _workers(args), args.backend or "local")
+    envs: dict[str, gym.Env] = {}
+    try:
+        for config in configs:
+            learner_module(config)
+            key = repr((config.env, config.env_kwargs, config.max_episode_steps,
+                        config.normalize_actions))  # fmt: skip
+            if key not in envs:
+                envs[key] = make_task_env(config)
+            check_run_env(config, envs[key])
+    finally:
+        for env in envs.values():
+            env.close()
 
 
 def _grid(configs: list, args: argparse.Namespace) -> int:
     """Run a grid; every run resumes or skips what an earlier call of the command did."""
-    total, workers = len(configs), args.workers or 1
+    total, workers = len(configs), _workers(args)
     threads = threads_per_worker(workers)
     print(
         f"grid of {total} runs, {workers} worker(s) with {threads} torch thread(s) each, "
@@ -226,11 +249,14 @@ def _grid(configs: list, args: argparse.Namespace) -> int:
     failed = [o for o in outcomes if not o.ok]
     print(f"{total - len(failed)} of {total} runs finished, {len(failed)} failed")
     for env_dir in sorted({Path(c.logdir) / c.env for c in configs}):
-        if env_dir.is_dir() and write_strategy_aggregates(env_dir):
+        skipped: list[str] = []
+        if env_dir.is_dir() and write_strategy_aggregates(env_dir, skipped=skipped):
             print(
                 "strategy aggregates (mean, 95 % bootstrap band) for TensorBoard: "
                 f"{env_dir / AGGREGATE_DIR}"
             )
+        for reason in skipped:  # the run's failure, if this grid's, is reported above
+            print(f"  strategy aggregates leave out what cannot be read: {reason}")
     return 1 if failed else 0
 
 

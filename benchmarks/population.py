@@ -154,9 +154,7 @@ def population_update_seconds(members: int, updates: int = 200) -> float:
     config = DDPGSettings.from_values(
         {"strategy": STRATEGY, "learning_starts": 64, "compile": True}
     )
-    population = make_population(
-        ["HalfCheetah-v4"] * members, [config] * members, list(range(members)), "cpu"
-    )
+    population = make_population("HalfCheetah-v4", [config] * members, list(range(members)), "cpu")
     from agents.common.callbacks import Callback
 
     population.learn(128, [Callback() for _ in range(members)])  # fills, compiles, updates

@@ -12,22 +12,26 @@ parameters it owns, with one interface (:class:`WeightSampling`):
 
 Strategies: Khan et al. 2018's six (``sgd-plain``, ``adam-plain``, ``sgd-explore``,
 ``adam-explore``, ``vadagrad``, ``vadam``), Zhang et al. 2018's ``noisy-adam`` and
-``noisy-kfac``, Plappert et al. 2018's adaptive ``param-noise``, and ``fixed-noise`` (Adam on μ with
-Vadam's initial weight noise, never adapted: the ablation of Vadam's σ).
+``noisy-kfac``, Shen et al. 2024's ``ivon``, Plappert et al. 2018's adaptive ``param-noise``,
+and ``fixed-noise`` (Adam on μ with Vadam's initial weight noise, never adapted: the ablation
+of Vadam's σ).
 
 ``BayesByBackprop`` (Blundell et al. 2015, as VIME's dynamics model trains it) has the same
 interface but is not an exploration strategy of the actor; it, and the VI forms of noisy
-Adam and noisy K-FAC, give the information gain of an example without taking the step
-(``information_gain``), for a curiosity bonus such as VIME's.
+Adam, noisy K-FAC and IVON, are :class:`Posterior` s (``POSTERIORS``): they give the
+information gain of an example without taking the step (``information_gain``), for a
+curiosity bonus such as VIME's, through one interface (:mod:`param_explore.posterior`).
 """
 
 from .bbb import BayesByBackprop
 from .explore import AdamExplore, FixedNoise, SGDExplore
+from .ivon import IVON
 from .layer_statistics import linear_layers
 from .noisy_adam import NoisyAdam
 from .noisy_kfac import NoisyKFAC
 from .param_noise import AdaptiveParamNoise, action_space_distance
 from .plain import AdamPlain, SGDPlain
+from .posterior import GainEvidence, MomentGradients, Posterior, SampledGradients
 from .registry import (
     OPTIMIZERS,
     POSTERIORS,
@@ -43,6 +47,7 @@ from .vadagrad import VadaGrad
 from .vadam import Vadam
 
 __all__ = [
+    "IVON",
     "OPTIMIZERS",
     "POSTERIORS",
     "AdamExplore",
@@ -50,11 +55,15 @@ __all__ = [
     "AdaptiveParamNoise",
     "BayesByBackprop",
     "FixedNoise",
+    "GainEvidence",
     "Mode",
+    "MomentGradients",
     "NoisyAdam",
     "NoisyKFAC",
+    "Posterior",
     "SGDExplore",
     "SGDPlain",
+    "SampledGradients",
     "TraceableStep",
     "UntraceableOptimizerError",
     "VadaGrad",

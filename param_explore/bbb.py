@@ -17,20 +17,22 @@ g = ∇θf(θ), and both take Adam's step with the bias correction folded into t
 (:mod:`param_explore.adam_rule`; lasagne's ``adam``, which VIME uses, is that rule).
 
 :meth:`BayesByBackprop.information_gain` is VIME's second-order approximation of the
-KL divergence between the posterior after and before one step on a transition.
+KL divergence between the posterior after and before one step on a transition
+(:mod:`param_explore.posterior`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from .adam_rule import AdamCoefficients, adam_update_
+from .posterior import GainEvidence, GainShape, Posterior, PosteriorMemory
 from .sampling import WeightSampling
 from .traceable import Mode, StateTensors
 from .validation import Checks, require_betas, require_non_negative, require_positive
@@ -41,7 +43,7 @@ def inverse_softplus(sigma: float) -> float:
     return math.log(math.expm1(sigma))
 
 
-class BayesByBackprop(WeightSampling, torch.optim.Optimizer):
+class BayesByBackprop(Posterior, WeightSampling, torch.optim.Optimizer):
     """Fully factorised Gaussian q(θ) = N(μ, softplus(ρ)²), trained by Adam on the ELBO.
 
     The parameters hold μ; ρ lives in the optimizer state (``state[p]["rho"]``), starting
@@ -132,62 +134,62 @@ class BayesByBackprop(WeightSampling, torch.optim.Optimizer):
         )  # fmt: skip
 
     # ------------------------------------------------------------------ the posterior
+    #: VIME's gain: a Monte Carlo estimate over K weight samples, or through the local
+    #: reparameterisation (noise per unit), as released.
+    gain_from_samples: ClassVar[bool] = True
+    local_reparameterisation: ClassVar[bool] = True
+    #: ε, ρ and Adam's two moments of μ and of ρ.
+    state_per_weight: ClassVar[int] = 6
+
+    @classmethod
+    def posterior_settings(cls, num_data: float, prior_variance: float) -> dict[str, Any]:
+        """VIME's: λ = 1, lasagne's Adam (bnn.py l.434-435) and σ₀ = √η, the prior's std
+        (``initial_std`` None; l.40, l.55-59)."""
+        return dict(
+            kl_weight=1.0, num_data=num_data, prior_variance=prior_variance, lr=1e-4,
+            betas=(0.9, 0.999), eps=1e-8,
+        )  # fmt: skip
+
+    @classmethod
+    def posterior_memory(cls, shape: GainShape) -> PosteriorMemory:
+        """Noise per unit (as released): two gradients per transition, of μ and σ, averaged
+        over the K samples, and K noise draws per unit and transition of the whole call;
+        noise per weight: as every sampled posterior's (one gradient per sample)."""
+        if not shape.per_unit:
+            return super().posterior_memory(shape)
+        weights = shape.weights
+        return PosteriorMemory(
+            (2 + cls.state_per_weight) * weights,
+            2 * shape.chunk * weights + shape.batch * shape.samples * shape.units,
+        )
+
     def kl_divergence_to_prior(self) -> float:
         """KL(q ‖ N(0, η I)): the ELBO's KL term."""
         return self._diagonal_kl_to_prior()
 
     @torch.no_grad()
-    def information_gain(
-        self, grads: list[Tensor], noises: list[Tensor], step_size: float = 0.01
-    ) -> Tensor:
+    def information_gain(self, evidence: GainEvidence, step_size: float = 0.01) -> Tensor:
         """VIME's second-order information gain of each example, without a step.
 
-        ``grads[i]`` holds ∇θ f_b(θ_k) of parameter i for every example b and weight
-        sample θ_k = μ + σ ε_k, shape (B, K, *p.shape), with ``noises[i]`` the ε_k, shape
-        (K, *p.shape); f_b is the example's negative log-likelihood. VIME's update on an
-        example b minimises ℓ(φ) = KL(q_φ ‖ q) + E_{q_φ}[f_b] from φ = (μ, ρ) by one
-        Newton step of size λ = ``step_size`` with the diagonal Hessian H of the KL at
-        q_φ = q, and approximates the KL it causes by its quadratic form:
+        VIME's update on an example b minimises ℓ(φ) = KL(q_φ ‖ q) + E_{q_φ}[f_b] from
+        φ = (μ, ρ) by one Newton step of size λ = ``step_size`` with the diagonal Hessian H
+        of the KL at q_φ = q, and approximates the KL it causes by its quadratic form:
 
             KL(q_after ‖ q) ≈ ½ λ² ∇ℓᵀ H⁻¹ ∇ℓ,   H_μ = 1/σ²,  H_ρ = 2 sigmoid(ρ)²/σ²,
 
-        with ∇ℓ the K-sample estimate ∇μ = mean_k g_k, ∇ρ = mean_k (g_k ⊙ ε_k) sigmoid(ρ)
-        (the KL term has no gradient at q_φ = q). As ∇ρ²/H_ρ = ½ σ² (mean_k g_k ε_k)², this
-        is ½ λ² Σ σ² [(mean_k g_k)² + ½ (mean_k g_k ε_k)²], a float64 tensor (B,). (The
-        released code, ``bnn.py`` l.494-495, leaves out the ½; the bonus, divided by the
-        median of earlier gains, is the same.)
+        with ∇ℓ the example's estimates ∇μ and ∇ρ = ∇σ sigmoid(ρ)
+        (:meth:`GainEvidence.moment_gradients`; the KL term has no gradient at q_φ = q). As
+        ∇ρ²/H_ρ = ½ σ² ∇σ², this is
 
-        These are gradients through weight samples, noise per weight: the option
-        ``bbb_gain_noise: weight`` of VIME's bonus. The released code takes them through the
-        local reparameterisation, noise per unit (:meth:`information_gain_from_gradients`).
+            KL(q_after ‖ q) ≈ ½ λ² Σ σ² [∇μ² + ½ ∇σ²],
+
+        a float64 tensor (B,). (The released code, ``bnn.py`` l.494-495, leaves out the ½;
+        the bonus, divided by the median of earlier gains, is the same.) The estimates come
+        through weight samples θ_k = μ + σ ε_k (∇μ = mean_k g_k, ∇σ = mean_k g_k ε_k; the
+        option ``bbb_gain_noise: weight`` of VIME's bonus) or, as released, through the
+        local reparameterisation, noise per unit (``agents.curiosity.dynamics``).
         """
-        total = None
-        for sigma, g, e in zip(self.sampling_std(), grads, noises):
-            mean_grad = g.mean(dim=1)
-            rho_part = (g * e).mean(dim=1)
-            terms = rho_part.square_().mul_(0.5).add_(mean_grad.square_()).mul_(sigma.square())
-            per_example = terms.flatten(start_dim=1).sum(dim=1, dtype=torch.float64)
-            total = per_example if total is None else total + per_example
-        return 0.5 * step_size**2 * total
-
-    @torch.no_grad()
-    def information_gain_from_gradients(
-        self, mean_grads: list[Tensor], std_grads: list[Tensor], step_size: float = 0.01
-    ) -> Tensor:
-        """VIME's second-order information gain from estimates of each example's gradients.
-
-        ``mean_grads[i]`` and ``std_grads[i]`` hold, for every example b, estimates of
-        ∇μ E_q[f_b] and ∇σ E_q[f_b] of parameter i, shape (B, *p.shape), however they were
-        estimated — VIME's released code averages them over K samples taken through the
-        local reparameterisation trick (``agents.curiosity.dynamics``). The gain is the
-        quadratic form of :meth:`information_gain`, written in σ: ∇ρ = ∇σ sigmoid(ρ) and
-        H_ρ = 2 sigmoid(ρ)²/σ² give ∇ρ²/H_ρ = ½ σ² ∇σ², so
-
-            KL(q_after ‖ q) ≈ ½ λ² Σ σ² [∇μ² + ½ ∇σ²],    λ = ``step_size``,
-
-        a float64 tensor (B,); the ½ in front is the paper's (``bnn.py`` l.494-495 leaves it
-        out), which the median normalisation of the bonus cancels.
-        """
+        mean_grads, std_grads = evidence.moment_gradients()
         total = None
         for sigma, grad_mean, grad_std in zip(self.sampling_std(), mean_grads, std_grads):
             terms = grad_std.square().mul_(0.5).add_(grad_mean.square()).mul_(sigma.square())

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
 
+from .posterior import GainEvidence, Posterior
 from .sampling import WeightSampling
 from .traceable import Mode, StateTensors, lerp_
 from .validation import Checks, require_betas, require_non_negative, require_positive
 
 
-class NoisyAdam(WeightSampling, torch.optim.Optimizer):
+class NoisyAdam(Posterior, WeightSampling, torch.optim.Optimizer):
     """Adam-like steps on μ whose Fisher vector f is also the precision of q(θ).
 
     One step k, with g = ∇θF(θ) at the sample θ = μ + σ⊙ε (``p.grad``; Alg. 1 writes
@@ -132,6 +133,17 @@ class NoisyAdam(WeightSampling, torch.optim.Optimizer):
         noisy_adam_update_(xs, grads, thetas, state["exp_avg"], state["fisher"], c, mode)
 
     # ------------------------------------------------------------------ the posterior
+    #: ε, m and f.
+    state_per_weight: ClassVar[int] = 3
+
+    @classmethod
+    def posterior_settings(cls, num_data: float, prior_variance: float) -> dict[str, Any]:
+        """Alg. 1's VI form: λ = 1 and f from 0 (Adam's start); α = 1e-2 is this project's."""
+        return dict(
+            kl_weight=1.0, num_data=num_data, prior_variance=prior_variance, lr=1e-2,
+            initial_precision=0.0,
+        )  # fmt: skip
+
     def _require_vi(self, what: str) -> None:
         if any(group["kl_weight"] == 0 for group in self.param_groups):
             raise ValueError(
@@ -145,12 +157,13 @@ class NoisyAdam(WeightSampling, torch.optim.Optimizer):
         return self._diagonal_kl_to_prior()
 
     @torch.no_grad()
-    def information_gain(self, grads: list[Tensor], thetas: list[Tensor]) -> Tensor:
+    def information_gain(self, evidence: GainEvidence, step_size: float = 0.01) -> Tensor:
         """KL(q_after ‖ q) of one VI step on each example alone, without taking it.
 
-        ``grads[i]``: ∇θ f_b(θ_k) of parameter i (``param_groups`` order) for every example
-        b and weight sample θ_k, shape (B, K, *p.shape); ``thetas[i]``: the θ_k, shape
-        (K, *p.shape); f_b the example's negative log-likelihood. The step is Alg. 1 with
+        From ``evidence``'s ∇θ f_b(θ_k) of every parameter (``param_groups`` order) for
+        every example b and weight sample θ_k, shape (B, K, *p.shape), and the θ_k, shape
+        (K, *p.shape); f_b the example's negative log-likelihood; ``step_size`` is not used
+        (the step is noisy Adam's own). The step is Alg. 1 with
         a minibatch of one example and **without momentum** (β₁ = 0, eq. 11): momentum
         carries earlier minibatches' gradients, while the information gain asks what this
         example alone changes. With c = λ/N, γ_in = λ/(Nη), γ = γ_in + γ_ex:
@@ -163,7 +176,7 @@ class NoisyAdam(WeightSampling, torch.optim.Optimizer):
         samples: a float64 tensor (B,). The optimizer is not changed.
         """
         self._require_vi("information_gain")
-        flat = iter(zip(grads, thetas))
+        flat = iter(zip(evidence.gradients(), evidence.thetas))
         total = None
         for group in self.param_groups:
             _, beta2 = group["betas"]

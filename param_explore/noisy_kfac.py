@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from .layer_statistics import LinearLayerRecorder, linear_layers
+from .posterior import GainEvidence, GainShape, Posterior, PosteriorMemory
 from .sampling import WeightSampling, skips_non_finite
 from .validation import Checks, require_interval, require_non_negative, require_positive
 
@@ -45,7 +46,7 @@ def kfac_layers(model: nn.Module) -> list[nn.Linear]:
     return layers
 
 
-class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
+class NoisyKFAC(Posterior, WeightSampling, torch.optim.Optimizer):
     """Natural-gradient steps on each layer's mean M̃ with Kronecker-factored noise.
 
     **Statistics (eq. 3, 12).** Per layer, with ā_i = [a_i; 1] the layer's inputs and
@@ -282,6 +283,10 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
     @torch.no_grad()
     def resample_noise(self, generator: torch.Generator | None = None) -> None:
         super().resample_noise(generator)
+        self.noise_changed()
+
+    def noise_changed(self) -> None:
+        """The perturbation is recomputed from the ε just written, at its next use."""
         self._perturbation_cache = None
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -382,6 +387,26 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
     # the matrix-variate Gaussian"). All three read the posterior of the *current* factors
     # A and S, freshly decomposed: the one the optimizer samples from after its next
     # inverse refresh, i.e. now when ``inverse_interval`` is 1.
+    #: ε and the step and sample scales (the Kronecker factors come on top).
+    state_per_weight: ClassVar[int] = 3
+
+    @classmethod
+    def posterior_settings(cls, num_data: float, prior_variance: float) -> dict[str, Any]:
+        """Alg. 2's VI form with λ = 1, the factors and their inverses every step (a small
+        model); α = 1e-2 is this project's."""
+        return dict(
+            kl_weight=1.0, num_data=num_data, prior_variance=prior_variance, lr=1e-2,
+            stats_interval=1, inverse_interval=1,
+        )  # fmt: skip
+
+    @classmethod
+    def posterior_memory(cls, shape: GainShape) -> PosteriorMemory:
+        """A and S and their eigenbases per layer on top of the state; the gain keeps the
+        mean rotated into the eigenbases, in float64, instead of per-example gradients."""
+        weights = shape.weights
+        factors = 2 * sum((fan_in + 1) ** 2 + fan_out**2 for fan_in, fan_out in shape.layers)
+        return PosteriorMemory((2 + cls.state_per_weight) * weights + factors, 4 * weights)
+
     def _require_vi(self, what: str) -> None:
         if self._group["kl_weight"] == 0:
             raise ValueError(
@@ -435,15 +460,15 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
         return total
 
     @torch.no_grad()
-    def information_gain(
-        self, inputs: list[Tensor], output_grads: list[Tensor], thetas: list[Tensor]
-    ) -> Tensor:
+    def information_gain(self, evidence: GainEvidence, step_size: float = 0.01) -> Tensor:
         """KL(q_after ‖ q) of one VI step on each example alone, without taking it.
 
-        Per ``nn.Linear`` layer: ``inputs`` a (B, K, in_features) and ``output_grads``
+        From ``evidence`` (a :class:`~param_explore.posterior.SampledGradients`), per
+        ``nn.Linear`` layer: ``inputs`` a (B, K, in_features) and ``output_grads``
         Ds = ∂f_b/∂s (B, K, out_features) of every example b at every weight sample θ_k,
-        f_b the example's negative log-likelihood; ``thetas`` the θ_k in ``params`` order,
-        (K, *p.shape). The step is Alg. 2 on a minibatch of that one example with a
+        f_b the example's negative log-likelihood; and the θ_k in ``params`` order,
+        (K, *p.shape). ``step_size`` is not used (the step is noisy K-FAC's own). The step is
+        Alg. 2 on a minibatch of that one example with a
         statistics update and an inverse refresh (T_stats = T_inv = 1):
 
             A′ = (1 − β)A + β ā āᵀ,   S′ = (1 − β)S + β Ds Dsᵀ                  (eq. 12)
@@ -461,9 +486,11 @@ class NoisyKFAC(WeightSampling, torch.optim.Optimizer):
         c, gamma_in = self._sampling_scale(), self._sampling_damping()
         gamma = gamma_in + group["damping"]
         total = None
-        for layer, a, ds, theta in zip(
-            self._layers, inputs, output_grads, self._joined_list(thetas), strict=True
-        ):
+        layers = zip(
+            self._layers, evidence.inputs, evidence.output_grads,
+            self._joined_list(evidence.thetas), strict=True,
+        )  # fmt: skip
+        for layer, a, ds, theta in layers:
             a, ds, theta = a.double(), ds.double(), theta.double()
             if layer.bias is not None:
                 a = torch.cat([a, a.new_ones((*a.shape[:-1], 1))], dim=-1)

@@ -116,6 +116,11 @@ class AdaptiveParamNoise(AdamPlain):
     def resample_noise(self, generator: torch.Generator | None = None) -> None:
         """Draw ε and set the acting copy θ̃ = μ + σ ε, fixed until the next call."""
         super().resample_noise(generator)
+        self.noise_changed()
+
+    @torch.no_grad()
+    def noise_changed(self) -> None:
+        """The acting copy θ̃ = μ + σ ε of the ε just written."""
         self._perturb()
 
     def _perturb(self) -> list[Tensor]:

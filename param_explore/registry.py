@@ -3,7 +3,8 @@
 The names are the ones used on the command line (``--opt``), in YAML presets and in
 run directories. Constructor defaults are Table 3 of Khan et al. 2018 (Appendix K) for
 its six strategies, the RL (variational-optimisation) reading of Zhang et al. 2018 for
-noisy Adam and noisy K-FAC, Plappert et al. 2018 for adaptive parameter noise, and
+noisy Adam and noisy K-FAC, the RL actor's reading of Shen et al. 2024 for IVON
+(``configs/ivon.yaml``), Plappert et al. 2018 for adaptive parameter noise, and
 Adam-Explore's for ``fixed-noise`` (Vadam's ablation: its noise without σ learning).
 
 A new strategy is its module and one entry of :data:`OPTIMIZERS` (and, for ``train_agent``,
@@ -27,10 +28,12 @@ from torch import Tensor, nn
 
 from .bbb import BayesByBackprop
 from .explore import AdamExplore, FixedNoise, SGDExplore
+from .ivon import IVON
 from .noisy_adam import NoisyAdam
 from .noisy_kfac import NoisyKFAC
 from .param_noise import AdaptiveParamNoise
 from .plain import AdamPlain, SGDPlain
+from .posterior import Posterior
 from .vadagrad import VadaGrad
 from .vadam import Vadam
 from .validation import keyword_defaults, require_known
@@ -44,16 +47,19 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "vadam": Vadam,
     "noisy-adam": NoisyAdam,
     "noisy-kfac": NoisyKFAC,
+    "ivon": IVON,
     "param-noise": AdaptiveParamNoise,
     "fixed-noise": FixedNoise,
 }
 
-#: Posteriors a Bayesian model can be fitted with (VI forms): Bayes by Backprop, and noisy
-#: Adam and noisy K-FAC with ``kl_weight`` > 0 (VIME's dynamics model, ``agents.curiosity``).
-POSTERIORS: dict[str, type[torch.optim.Optimizer]] = {
+#: Posteriors a Bayesian model can be fitted with (VI forms, :class:`Posterior`): Bayes by
+#: Backprop, noisy Adam and noisy K-FAC with ``kl_weight`` > 0, and IVON (VIME's dynamics
+#: model, ``agents.curiosity``). A new one is its class and one entry here.
+POSTERIORS: dict[str, type[Posterior]] = {
     "bbb": BayesByBackprop,
     "noisy-adam": NoisyAdam,
     "noisy-kfac": NoisyKFAC,
+    "ivon": IVON,
 }
 
 
@@ -92,11 +98,14 @@ def checked_hyperparameters(
 
 
 def make_optimizer(
-    name: str, params: nn.Module | Iterable[Tensor] | Iterable[dict], **overrides: Any
+    optimizer: str | type[torch.optim.Optimizer],
+    params: nn.Module | Iterable[Tensor] | Iterable[dict],
+    **overrides: Any,
 ) -> torch.optim.Optimizer:
-    """Build strategy ``name`` for a network (or its ``params``); ``overrides`` replace the
-    defaults."""
-    cls = optimizer_class(name)
+    """Build a strategy (its name, or its class as a resolved ``Strategy`` holds it) for a
+    network (or its ``params``); ``overrides`` replace the defaults."""
+    cls = optimizer_class(optimizer) if isinstance(optimizer, str) else optimizer
+    name = optimizer if isinstance(optimizer, str) else cls.__name__
     require_known(f"hyperparameter(s) for optimizer {name!r}:", overrides, hyperparameters(cls))
     if isinstance(params, nn.Module) and not cls.needs_module_calls:
         params = parameter_groups(params)

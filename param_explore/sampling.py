@@ -230,6 +230,18 @@ class WeightSampling:
                     state["noise"].normal_(generator=generator)
             self._group_noise(group, generator)
 
+    def perturbed(self) -> list[bool]:
+        """Whether each parameter (``param_groups`` order) gets weight noise: where a caller
+        that draws ε itself (:meth:`noise_changed`) draws it; noise-free strategies none."""
+        return [self.explores and self._is_perturbed(p) for p in self._params()]
+
+    @torch.no_grad()
+    def noise_changed(self) -> None:
+        """ε was written in place by the caller — a population draws every member's ε in
+        one call into storage the members' ε are views of — : recompute what this strategy
+        derives from ε (parameter noise's acting copy, noisy K-FAC's perturbation), as
+        :meth:`resample_noise` does after its own draw. Nothing for the others."""
+
     def sample(self) -> list[Tensor]:
         """θ = μ + σ⊙ε for every parameter, differentiable w.r.t. μ.
 
@@ -469,19 +481,6 @@ class WeightSampling:
         return dict(
             zip(self.param_names(), torch._foreach_addcmul(params, self.sampling_std(), fresh))
         )
-
-    @torch.no_grad()
-    def _diagonal_kl_to_prior(self) -> float:
-        """KL(N(μ, σ²) ‖ N(0, η I)) = Σ ½[(σ² + μ²)/η − 1 − ln(σ²/η)] over every weight,
-        η = each group's ``prior_variance``: the KL term of a fully factorised VI posterior."""
-        total = 0.0
-        for group in self.param_groups:
-            eta = group["prior_variance"]
-            for p, sigma in zip(group["params"], self._group_sampling_std(group)):
-                variance = sigma.double().square()
-                kl = (variance + p.double().square()) / eta - 1.0 - (variance / eta).log()
-                total += 0.5 * float(kl.sum())
-        return total
 
     def adapt_noise(
         self,

@@ -16,14 +16,22 @@ from pathlib import Path
 
 import matplotlib.colors
 import matplotlib.image
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from rliable import metrics
 
 from agents.reporting.compare import main, method_colors, plot_comparison
+from agents.reporting.interval_report import (
+    across_estimates,
+    few_seeds_caution,
+    plot_intervals,
+    task_estimates,
+)
 from agents.reporting.references import load_reference
 from agents.reporting.run_files import load_runs
-from agents.reporting.task_scores import group_tasks
+from agents.reporting.sigma_report import SigmaCurves, plot_sigma, sigma_scale
+from agents.reporting.task_scores import SCORES, across_tasks, group_tasks
 from agents.runs.run_logger import RunLogger
 
 STEPS = list(range(10_000, 100_001, 10_000))
@@ -314,3 +322,149 @@ def test_coverage_in_training_is_reported_from_the_runs_explore_csv(tmp_path, ca
         main([str(env_dir), "--out", str(out), *REPS])
     assert stopped.value.code == 2
     assert "seed1/explore.csv is damaged: line 2: position_max is 'x'" in capsys.readouterr().err
+
+
+# --- what the figures and tables say of themselves -------------------------------------
+
+
+def short_runs(root: Path, strategies: tuple[str, ...], steps: list[int]) -> Path:
+    """Two seeds per strategy of HalfCheetah-v4, evaluated at ``steps`` only."""
+    env_dir = root / "HalfCheetah-v4"
+    for strategy in strategies:
+        for seed in (0, 1):
+            logger = RunLogger(env_dir / strategy / f"seed{seed}")
+            for step in steps:
+                logger.evaluation(step, step / 100 + 50 * seed, 1.0, 2, 0.0)
+            logger.close()
+    return env_dir
+
+
+def legend_and_lines(ax) -> tuple[list[str], list[str]]:
+    """(the legend's entries, the labels of the lines drawn with two points or more)."""
+    entries = [text.get_text() for text in ax.get_legend().get_texts()]
+    drawn = [line.get_label() for line in ax.get_lines() if len(line.get_xdata()) > 1]
+    return entries, drawn
+
+
+def test_at_steps_the_table_cannot_give_get_a_note_each(tmp_path, capsys):
+    """--at 500000 is beyond the runs (100 k): no column, and a note says so; 55000 is
+    within them but no run evaluated there: '–', and a note says so."""
+    env_dir = write_runs(tmp_path / "runs", {"vadam": 0.0})
+    out = tmp_path / "report"
+    assert main([str(env_dir), "--at", "50000,55000,500000", "--out", str(out), *REPS]) == 0
+    err = capsys.readouterr().err
+    assert ("note: --at 500000: no run reached it (the longest ends at step 100000), so the "
+            "table has no column for it") in err  # fmt: skip
+    assert "note: --at 55000: no evaluation at that step by vadam ('–' in the table)" in err
+    assert "--at 50000:" not in err
+    assert "| 50 k | 55 k | AUC |" in (out / "comparison.md").read_text()
+
+
+def test_intervals_over_two_seeds_carry_a_caution(tmp_path):
+    env_dir = write_runs(tmp_path / "runs", {"vadam": 0.0, "adam-plain": -500.0})
+    out = tmp_path / "report"
+    assert main([str(env_dir), "--out", str(out), *REPS]) == 0
+    caution = "n = 2 seeds: the 95% intervals are rough (fewer than 5 seeds per method)"
+    assert f"Scores: return. **Caution: {caution}.**" in (out / "comparison.md").read_text()
+    assert few_seeds_caution({"a": 2, "b": 3}) == caution.replace("n = 2", "n = 2–3")
+    assert few_seeds_caution({"a": 3, "b": 10}) == caution.replace("n = 2 seeds", "n = 3 seeds (a)")
+    assert few_seeds_caution({"a": 5, "b": 10}) is None
+    assert few_seeds_caution({"a": 1, "b": 5}) is None  # one seed: no interval to caution
+
+
+def test_intervals_figure_of_one_task_has_no_row_across_tasks(tmp_path):
+    """One task: a row of four panels, titled by the task, a few round ticks each and a
+    caution for two seeds; two tasks: a row each and one across them."""
+    first = write_runs(tmp_path / "a", {"vadam": 0.0, "adam-plain": -500.0})
+    second = write_runs(tmp_path / "b", {"vadam": 0.0, "adam-plain": -500.0}, "Hopper-v4")
+    colors = {"vadam": "C0", "adam-plain": "C1"}
+    tasks = group_tasks(load_runs(first)[0] + load_runs(second)[0])
+    one = [task_estimates(tasks[0], 100, 0)]
+    overall = across_estimates({s: across_tasks(tasks[:1], s) for s in SCORES}, 100, 0, False)
+    fig = plot_intervals([*one, overall], colors)
+    assert len(fig.axes) == 4
+    assert all(ax.get_title().startswith("HalfCheetah-v4\n") for ax in fig.axes)
+    assert all(len(ax.get_xticks()) <= 6 for ax in fig.axes)
+    assert "n = 2 seeds" in fig.get_suptitle()
+    both = [task_estimates(task, 100, 0) for task in tasks]
+    overall = across_estimates({s: across_tasks(tasks, s) for s in SCORES}, 100, 0, True)
+    fig = plot_intervals([*both, overall], colors)
+    assert len(fig.axes) == 12
+    assert fig.axes[-1].get_title().startswith("across tasks\n")
+
+
+def test_published_runs_too_short_to_draw_are_not_in_the_legend(tmp_path, capsys):
+    """Runs of 2 k steps span one published test (1 k; the next is 11 k): the published
+    runs are points, not drawn, not in the legend, not in the title, and a note says so.
+    Runs of 100 k: every legend entry is a line on the axis."""
+    reference = load_reference("khan2018")
+    by_strategy: dict = {}
+    for run, strategies in reference.items():
+        for strategy, curve in strategies.items():
+            by_strategy.setdefault(strategy, {})[run] = curve
+    env_dir = short_runs(tmp_path / "short", ("vadam", "adam-plain"), [1000, 2000])
+    curves, _ = load_runs(env_dir)
+    fig = plot_comparison(group_tasks(curves), by_strategy, method_colors(curves), "Khan")
+    entries, drawn = legend_and_lines(fig.axes[0])
+    assert entries == drawn == ["adam-plain (2 seeds)", "vadam (2 seeds)"]
+    assert fig.axes[0].get_title() == "HalfCheetah-v4"
+    out = tmp_path / "report"
+    assert main([str(env_dir), "--reference", "khan2018", "--out", str(out), *REPS]) == 0
+    assert ("note: khan2018's published curves of adam-plain, vadam are not drawn beside "
+            "HalfCheetah-v4") in capsys.readouterr().err  # fmt: skip
+
+    curves, _ = load_runs(write_runs(tmp_path / "long", {"vadam": 0.0}))
+    fig = plot_comparison(group_tasks(curves), by_strategy, method_colors(curves), "Khan")
+    entries, drawn = legend_and_lines(fig.axes[0])
+    assert entries == drawn and len(entries) == 4
+    assert "solid: measured" in fig.axes[0].get_title()
+
+
+def test_without_a_reference_the_title_is_the_task(tmp_path):
+    curves, _ = load_runs(write_runs(tmp_path, {"vadam": 0.0}))
+    fig = plot_comparison(group_tasks(curves), {}, method_colors(curves))
+    assert fig.axes[0].get_title() == "HalfCheetah-v4"
+    assert fig.axes[0].xaxis.get_major_formatter()(50_000) == "50 k"
+
+
+def sigma_curve(env: str, strategy: str, medians: np.ndarray) -> SigmaCurves:
+    """Two seeds logging ``medians`` (and ±10 % as the 10th and 90th percentiles)."""
+    steps = np.arange(1, len(medians) + 1) * 1000
+    both = np.stack([medians, medians])
+    values = {"sigma_q10": both * 0.9, "sigma_median": both, "sigma_q90": both * 1.1}
+    return SigmaCurves(env, strategy, steps, values)
+
+
+def test_sigma_axis_is_linear_with_margins_when_sigma_moves_little():
+    """σ falling 0.1 % (Vadam's N s small beside c): a linear axis whose limits leave a
+    margin on both sides of every value drawn, ticks that tell values apart; σ spanning
+    two decades (a sweep over σ₀): a log axis."""
+    fig, ax = plt.subplots()
+    narrow = np.array([0.01, 0.009995, 0.00999])
+    assert sigma_scale(ax, narrow) == "linear"
+    low, high = ax.get_ylim()
+    assert low < narrow.min() and high > narrow.max()
+    margin = 0.08 * (narrow.max() - narrow.min())
+    assert (narrow.min() - low, high - narrow.max()) == pytest.approx((margin, margin))
+    fig.canvas.draw()
+    labels = [label.get_text() for label in ax.get_yticklabels()]
+    assert len(set(labels)) == len(labels) and not any("e" in label for label in labels)
+    assert sigma_scale(ax, np.array([0.01, 0.01])) == "linear"
+    assert ax.get_ylim() == pytest.approx((0.0095, 0.0105))
+    assert sigma_scale(ax, np.array([0.01, 0.3, 1.0])) == "log"
+    plt.close(fig)
+
+
+def test_sigma_figure_labels_its_rows_once_and_lists_every_strategy():
+    """Two tasks with different strategies: the y titles on the left column only, and a
+    legend of the strategies of both columns."""
+    flat = np.full(5, 0.01)
+    curves = [sigma_curve("Pendulum-v1", "vadam", flat),
+              sigma_curve("HalfCheetah-v4", "fixed-noise", flat * 10)]  # fmt: skip
+    fig = plot_sigma(curves, {"vadam": "C0", "fixed-noise": "C1"})
+    top, bottom = fig.axes[0], fig.axes[2]  # row by row: top-left, top-right, bottom-left
+    assert [ax.get_ylabel() != "" for ax in fig.axes] == [True, False, True, False]
+    assert top.get_ylabel().startswith("σ") and bottom.get_ylabel().startswith("action")
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["vadam", "fixed-noise"]
+    assert top.get_yscale() == "linear" and top.get_ylim()[1] > 0.011
+    plt.close(fig)

@@ -174,7 +174,9 @@ def test_plappert_protocol_settings_are_compiled_too(strategy, backend, monkeypa
     losses_eager, losses_compiled = eager.pop_losses(), compiled.pop_losses()
     for key in ("critic", "actor"):
         assert losses_compiled[key] == pytest.approx(losses_eager[key], rel=1e-4)
-    assert torch.equal(compiled.obs_statistics.std, eager.obs_statistics.std)
+    # The statistics follow the observations, which follow the actions: equal to float
+    # rounding (the two graphs' actor outputs may differ in the last bit on some kernels).
+    torch.testing.assert_close(compiled.obs_statistics.std, eager.obs_statistics.std)
     assert not torch.equal(compiled.obs_statistics.std, torch.ones(3))
     norm = compiled.critic.norms[1].weight
     assert not torch.equal(norm, torch.ones_like(norm))  # the critic's norms were trained

@@ -1,4 +1,4 @@
-"""Every command README and the docs give works as written.
+"""Every command and Python snippet README and the docs give works as written.
 
 A command is a line of a ```bash block in README.md, docs/*.md or a study's README (inline
 code is prose). Each one is run here as written, or named in :data:`NOT_RUN` with the reason
@@ -6,6 +6,13 @@ code is prose). Each one is run here as written, or named in :data:`NOT_RUN` wit
 the collection test, so a new one has to be considered. Every ``train_agent`` command,
 whether run or not, is checked in the default suite with ``--check``: its flags parse, its
 settings resolve and its envs are made, so a renamed flag, setting or strategy is caught.
+
+A snippet is a ```python block of the same pages: each runs whole, in a fresh interpreter
+in an empty directory, as a reader would paste it, with one textual change: the step count
+of every ``.learn(N`` call becomes :data:`SNIPPET_STEPS` (the docs train for 100 000 steps,
+a test for a hundred); nothing else is substituted, and the snippet cannot tell that it
+runs in a test. A block that is not meant to run (an output, a fragment) is marked with
+another language (```text), not ```python.
 """
 
 from __future__ import annotations
@@ -49,6 +56,11 @@ NOT_RUN = {
     "compare_runs a/HalfCheetah-v4 b/HalfCheetah-v4 --labels a,b": "needs two grids of runs",
     "python -m rl_zoo3.train --algo ddpg --env HalfCheetah-v4 -conf hyperparams/ddpg.yml "
     "--gym-packages agents.sb3.policy": "trains SB3's DDPG for rl-zoo3's budget (1 M steps)",
+    "python -m rl_zoo3.train --algo td3 --env Pendulum-v1 -conf examples/rl_zoo/td3.yml "
+    "--gym-packages agents.sb3.zoo -optimize --n-trials 4 --n-timesteps 2000 --n-jobs 1 "
+    "--sampler random --pruner none --seed 0 --no-optim-plots": (
+        "four 2 k-step trials, ~12 CPU-minutes (tests/test_rl_zoo.py runs two short ones)"
+    ),
     "bash studies/reproduction/reproduce.sh": "the study: ~28 core-hours",
     "STEPS=300000 bash studies/reproduction/reproduce.sh": "extends the study's runs",
     "bash studies/sparse/reproduce.sh": "the study: ~10 core-hours",
@@ -67,6 +79,9 @@ NOT_RUN = {
     "TASKS=SparseMountainCar-v0 bash studies/plappert2018-sparse/reproduce.sh": "~70 minutes",
     "bash studies/sigma/reproduce.sh": "the study: ~12 core-hours",
     "TASKS=SparseMountainCar-v0 bash studies/sigma/reproduce.sh": "~90 minutes",
+    "bash studies/ivon/reproduce.sh": "the study: 100 runs of 100 k steps, not yet run",
+    "REPORT_ONLY=1 bash studies/ivon/reproduce.sh": "its reports: no runs committed yet",
+    "TASKS=Hopper-v4 bash studies/ivon/reproduce.sh": "one task's grids: 40 runs of 100 k steps",
     **{
         f"REPORT_ONLY=1 bash studies/{study}/reproduce.sh": "tests/test_study_scripts.py runs it"
         for study in STUDIES_WITH_REPORTS
@@ -137,3 +152,46 @@ def test_the_documented_quick_start_runs_as_written(tmp_path):
             )  # fmt: skip
         assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-2000:])
     assert (tmp_path / "runs" / "HalfCheetah-v4" / "comparison.png").exists()
+
+
+#: Every ``.learn(N`` of a snippet runs this many steps (:func:`shortened`).
+SNIPPET_STEPS = 100
+
+
+def documented_snippets() -> dict[str, str]:
+    """Every ```python block, by ``page:line`` of its first line."""
+    found = {}
+    for path in DOCS:
+        text = path.read_text()
+        for match in re.finditer(r"```python\n(.*?)```", text, re.S):
+            line = text.count("\n", 0, match.start(1)) + 1
+            found[f"{path.relative_to(REPO)}:{line}"] = match.group(1)
+    return found
+
+
+def shortened(code: str) -> str:
+    """``code`` with each ``.learn(N`` made ``.learn(SNIPPET_STEPS``."""
+    return re.sub(r"\.learn\(\s*[\d_]+", f".learn({SNIPPET_STEPS}", code)
+
+
+def test_snippets_are_found_and_their_training_shortened():
+    snippets = documented_snippets()
+    assert {"README.md", "docs/sb3.md", "docs/strategies.md", "docs/vime.md"} <= {
+        where.split(":")[0] for where in snippets
+    }
+    assert shortened("m.learn(100_000, callback=c)\nagent.learn(5)") == (
+        f"m.learn({SNIPPET_STEPS}, callback=c)\nagent.learn({SNIPPET_STEPS})"
+    )
+
+
+SNIPPETS = documented_snippets()
+
+
+@pytest.mark.parametrize("where", sorted(SNIPPETS))
+def test_every_documented_python_snippet_runs(where, tmp_path):
+    """Each in a few seconds: most of it starting Python and importing torch."""
+    result = subprocess.run(
+        [sys.executable, "-c", shortened(SNIPPETS[where])], cwd=tmp_path, capture_output=True,
+        text=True, timeout=300, env=os.environ.copy(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]

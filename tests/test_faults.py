@@ -447,7 +447,7 @@ def test_restart_from_scratch_shows_no_step_twice(tmp_path, train_agent):
     proc = subprocess.Popen([str(exe), *args], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     for line in proc.stdout:
-        if line.startswith("step 600: eval"):
+        if "vadam/seed0 step 600: eval" in line:  # lines name their run
             break
     time.sleep(0.5)
     os.kill(proc.pid, signal.SIGKILL)

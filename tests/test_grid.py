@@ -113,7 +113,9 @@ def ci_band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def check_strategy_aggregates(env_dir: Path, band: str) -> None:
     """Per strategy: the mean over seeds and its band (``ci``: rliable's bootstrap interval
     called directly; ``se``: ± s.e. by NumPy) as TensorBoard reads it, on the runs'
-    eval.csv (and on their σ events); the layout's margin charts use those tags."""
+    eval.csv (and on their σ events: as is, and as % change since the first record, for
+    vadam; adam-plain has no weight noise and no σ); the layout's margin charts use those
+    tags, and their titles name the strategy and the band."""
     for opt in ("vadam", "adam-plain"):
         acc = EventAccumulator(str(env_dir / "compare" / opt), size_guidance={"scalars": 0})
         acc.Reload()
@@ -123,18 +125,28 @@ def check_strategy_aggregates(env_dir: Path, band: str) -> None:
         for s in (0, 1):
             run = EventAccumulator(str(env_dir / opt / f"seed{s}"), size_guidance={"scalars": 0})
             run.Reload()
-            sigmas.append({e.step: e.value for e in run.Scalars("explore/sigma_mean")})
-        sigma_steps = sorted(set(sigmas[0]) & set(sigmas[1]))
-        sigma = np.array([[seed[t] for t in sigma_steps] for seed in sigmas])
-        for name, values, steps in (("eval_return", returns, [200, 400]),
-                                    ("sigma_mean", sigma, sigma_steps)):  # fmt: skip
+            if "explore/sigma_mean" in run.Tags()["scalars"]:
+                sigmas.append({e.step: e.value for e in run.Scalars("explore/sigma_mean")})
+        series = [("eval_return", returns, [200, 400])]
+        if opt == "adam-plain":
+            assert not sigmas
+            assert not [tag for tag in acc.Tags()["scalars"] if "sigma" in tag]
+        else:
+            sigma_steps = sorted(set(sigmas[0]) & set(sigmas[1]))
+            sigma = np.array([[seed[t] for t in sigma_steps] for seed in sigmas])
+            change = 100 * (sigma / sigma[:, :1] - 1)
+            series += [("sigma_mean", sigma, sigma_steps), ("sigma_change", change, sigma_steps)]
+        for name, values, steps in series:
             mean = values.mean(axis=0)
             se = values.std(axis=0, ddof=1) / math.sqrt(2)
             lower, upper = ci_band(values) if band == "ci" else (mean - se, mean + se)
-            for suffix, expected in (("", mean), ("_lower", lower), ("_upper", upper)):
-                events = acc.Scalars(f"strategy/{name}{suffix}")
-                assert [e.step for e in events] == steps  # each step once
-                np.testing.assert_allclose([e.value for e in events], expected, rtol=1e-5)
+            prefixes = ["strategy/"] if name == "sigma_mean" else ["strategy/", f"strategy/{opt}/"]
+            for prefix in prefixes:
+                for suffix, expected in (("", mean), ("_lower", lower), ("_upper", upper)):
+                    events = acc.Scalars(f"{prefix}{name}{suffix}")
+                    assert [e.step for e in events] == steps  # each step once
+                    np.testing.assert_allclose([e.value for e in events], expected, rtol=1e-5,
+                                               atol=1e-6)  # fmt: skip
 
     acc = EventAccumulator(str(env_dir))
     acc.Reload()
@@ -142,12 +154,20 @@ def check_strategy_aggregates(env_dir: Path, band: str) -> None:
     (event,) = acc.Tensors(tag)
     layout = layout_pb2.Layout()
     layout.ParseFromString(event.tensor_proto.string_val[0])
-    margins = [chart.margin.series[0] for category in layout.category for chart in category.chart
-               if chart.HasField("margin")]  # fmt: skip
-    assert {(m.value, m.lower, m.upper) for m in margins} == {
-        ("strategy/eval_return", "strategy/eval_return_lower", "strategy/eval_return_upper"),
-        ("strategy/sigma_mean", "strategy/sigma_mean_lower", "strategy/sigma_mean_upper"),
-    }
+    margins = {chart.title: chart.margin.series[0] for category in layout.category
+               for chart in category.chart if chart.HasField("margin")}  # fmt: skip
+    triple = lambda base: (base, f"{base}_lower", f"{base}_upper")  # noqa: E731
+    assert {(m.value, m.lower, m.upper) for m in margins.values()} == {
+        triple("strategy/eval_return"), triple("strategy/vadam/eval_return"),
+        triple("strategy/adam-plain/eval_return"), triple("strategy/sigma_change"),
+        triple("strategy/vadam/sigma_change"),
+    }  # fmt: skip
+    interval = "95 % bootstrap CI" if band == "ci" else "± 1 s.e."
+    for title, margin in margins.items():
+        assert interval in title
+        named = margin.value.split("/")[1]
+        if named in ("vadam", "adam-plain"):
+            assert title.startswith(f"{named}: ")
 
 
 def test_workers_split_the_cores_and_an_explicit_thread_count_caps_the_share(monkeypatch):

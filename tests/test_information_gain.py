@@ -8,6 +8,9 @@ Gaussians in NumPy — noisy K-FAC's covariance as c · kron(S_in⁻¹, A_in⁻�
 damping split computed here — and their KL taken with dense linear algebra. This is done
 for several examples, at several points of a training run.
 
+IVON: its gain, the exact KL of its momentum-free step at each weight sample, against the same
+computed in NumPy from hand-written gradients.
+
 Bayes by Backprop, as released (``bbb_gain_noise: unit``, the default): the dynamics model's
 batched gain is checked against a transcription of the released ``loss_last_sample`` and
 ``fast_kl_div`` (bnn.py l.138-161, l.374-391, l.474-497, with the paper's ½): the local
@@ -66,9 +69,13 @@ def train(net, opt, gen, rounds, start):
         opt.step()
 
 
+#: Each Linear layer's weight and bias in the parameters' order.
+LAYERS = [(0, 1), (2, 3)]
+
+
 def example_gradients(theta, x, y):
-    """Per layer inputs and output gradients, and ∇θ, of each example's loss at θ (K = 1)."""
-    inputs, output_grads, grads = [[], []], [[], []], [[] for _ in range(4)]
+    """Per layer inputs and output gradients of each example's loss at θ (K = 1)."""
+    inputs, output_grads = [[], []], [[], []]
     for row in range(len(x)):
         w1, b1, w2, b2 = (t.detach().clone().requires_grad_() for t in theta)
         s1 = x[row] @ w1.T + b1
@@ -80,13 +87,11 @@ def example_gradients(theta, x, y):
         for layer, (a, s) in enumerate(((x[row], s1), (h.detach(), s2))):
             inputs[layer].append(a)
             output_grads[layer].append(s.grad)
-        for i, w in enumerate((w1, b1, w2, b2)):
-            grads[i].append(w.grad)
 
     def stacked(tensors):  # (B, K = 1, ...)
         return [torch.stack(ts)[:, None] for ts in tensors]
 
-    return stacked(inputs), stacked(output_grads), stacked(grads)
+    return stacked(inputs), stacked(output_grads)
 
 
 def copy_of(net, opt, build):
@@ -178,14 +183,12 @@ def test_information_gain_is_the_kl_of_the_actual_step(name):
         with torch.no_grad():  # the optimizer's own sample, with its own ε
             for own, sample in zip(opt.sample(), theta):
                 torch.testing.assert_close(own, sample[0], rtol=1e-12, atol=1e-12)
-        inputs, output_grads, grads = example_gradients(
-            [t[0] for t in theta], x[examples], y[examples]
-        )
+        inputs, output_grads = example_gradients([t[0] for t in theta], x[examples], y[examples])
         state = copy.deepcopy(opt.state_dict())
-        if name == "noisy-kfac":
-            gains = opt.information_gain(inputs, output_grads, theta)
-        else:
-            gains = opt.information_gain(grads, theta)
+        evidence = pe.SampledGradients(
+            [e[None] for e in noise], theta, inputs, output_grads, LAYERS
+        )
+        gains = opt.information_gain(evidence)
         expected = []
         before = posterior(net, opt)
         prior = [(np.zeros_like(mean), ETA * np.eye(len(mean))) for mean, _ in before]
@@ -229,22 +232,9 @@ def test_bbb_per_weight_information_gain_is_the_second_order_kl():
     rho = [opt.state[p]["rho"].numpy() for p in net.parameters()]
     eps = [e.numpy() for e in noises]
     sigma = [np.log1p(np.exp(r)) for r in rho]
-    per_example = []
-    for row in rows:
-        xr, yr = x[row].numpy(), y[row].numpy()
-        g_samples = []
-        for k in range(samples):
-            w1, b1, w2, b2 = (m + s * e[k] for m, s, e in zip(mu, sigma, eps))
-            h = np.tanh(w1 @ xr + b1)
-            d2 = (w2 @ h + b2 - yr) / STD**2
-            d1 = (w2.T @ d2) * (1 - h**2)
-            g_samples.append([np.outer(d1, xr), d1, np.outer(d2, h), d2])
-        per_example.append(g_samples)
-    grads = [
-        torch.tensor(np.array([[g[k][i] for k in range(samples)] for g in per_example]))
-        for i in range(4)
-    ]
-    gains = opt.information_gain(grads, noises, step_size=step).numpy()
+    per_example, factors = hand_gradients(mu, sigma, eps, x[rows].numpy(), y[rows].numpy())
+    evidence = pe.SampledGradients(noises, thetas, *factors, LAYERS)
+    gains = opt.information_gain(evidence, step_size=step).numpy()
     # fast_kl_div's form on these gradients: Σ step² ∇² H⁻¹, H⁻¹_μ = σ², H_ρ = 2e^{2ρ}/(1+e^ρ)²/σ²
     reference, exact = [], []
     for g in per_example:
@@ -266,6 +256,89 @@ def test_bbb_per_weight_information_gain_is_the_second_order_kl():
     np.testing.assert_allclose(gains, exact, rtol=1e-2)
     assert all(torch.equal(t, m + s * e) for t, m, s, e in zip(
         thetas, net.parameters(), opt.sampling_std(), noises))  # fmt: skip
+
+
+def hand_gradients(mu, sigma, eps, x, y):
+    """NumPy: every example's ∇θ at every θ_k = μ + σ ε_k by a hand-written backward pass
+    of the tanh network (``[example][k][parameter]``), and the per-layer factors, inputs a
+    and output gradients Ds, (B, K, units) as tensors."""
+    per_example, factors = [], [[[], []], [[], []]]
+    for xr, yr in zip(x, y):
+        g_samples, rows = [], [[[], []], [[], []]]
+        for k in range(len(eps[0])):
+            w1, b1, w2, b2 = (m + s * e[k] for m, s, e in zip(mu, sigma, eps))
+            h = np.tanh(w1 @ xr + b1)
+            d2 = (w2 @ h + b2 - yr) / STD**2
+            d1 = (w2.T @ d2) * (1 - h**2)
+            g_samples.append([np.outer(d1, xr), d1, np.outer(d2, h), d2])
+            for kind, values in enumerate(((xr, h), (d1, d2))):
+                for layer, value in enumerate(values):
+                    rows[kind][layer].append(value)
+        per_example.append(g_samples)
+        for kind in range(2):
+            for layer in range(2):
+                factors[kind][layer].append(rows[kind][layer])
+    tensors = [[torch.tensor(np.array(layer)) for layer in kind] for kind in factors]
+    return per_example, tensors
+
+
+@pytest.mark.parametrize(
+    "hess_approx, clip_radius", [("price", None), ("gradsq", None), ("price", 0.05)]
+)
+def test_ivon_information_gain_is_the_kl_of_its_step_in_numpy(hess_approx, clip_radius):
+    """IVON's gain: the exact KL between the diagonal Gaussians before and after its step on
+    one example at each weight sample, without momentum, averaged over the samples — here
+    from hand-written gradients, h′ and Δμ in NumPy. And its KL to the prior N(0, 1/(ess δ))."""
+    net = make_net()
+    settings = pe.IVON.posterior_settings(num_data=N, prior_variance=ETA)
+    settings.update(lr=0.05, beta2=0.8, hess_approx=hess_approx, clip_radius=clip_radius)
+    opt = pe.make_optimizer("ivon", net, **settings)
+    gen = torch.Generator().manual_seed(5)
+    train(net, opt, gen, 6, start=0)  # h now differs between weights
+    x, y = data()
+    samples = 3
+    noises = [
+        torch.randn((samples, *p.shape), generator=gen, dtype=torch.float64)
+        for p in net.parameters()
+    ]
+    thetas = opt.posterior_sample(noises)
+    ess, delta, beta2 = settings["ess"], settings["weight_decay"], settings["beta2"]
+    step = settings["lr"] * (settings["hess_init"] + delta)
+    radius = np.inf if clip_radius is None else clip_radius
+    mu = [p.detach().numpy() for p in net.parameters()]
+    hess = [opt.state[p]["hess"].numpy() for p in net.parameters()]
+    assert np.std(np.concatenate([h.ravel() for h in hess])) > 1e-3
+    sigma = [1 / np.sqrt(ess * (h + delta)) for h in hess]
+    eps = [e.numpy() for e in noises]
+    per_example, factors = hand_gradients(mu, sigma, eps, x[30:36].numpy(), y[30:36].numpy())
+    expected, clipped = [], 0
+    for g in per_example:
+        kl = 0.0
+        for k in range(samples):
+            for i in range(4):
+                if hess_approx == "price":
+                    estimate = ess * (hess[i] + delta) * (sigma[i] * eps[i][k]) * g[k][i]
+                else:
+                    estimate = ess * g[k][i] ** 2
+                after = (
+                    beta2 * hess[i] + (1 - beta2) * estimate
+                    + 0.5 * (1 - beta2) ** 2 * (hess[i] - estimate) ** 2 / (hess[i] + delta)
+                )  # fmt: skip
+                direction = (g[k][i] + delta * mu[i]) / (after + delta)
+                clipped += int(np.sum(np.abs(direction) > radius))
+                shift = -step * np.clip(direction, -radius, radius)
+                ratio = (1 / (after + delta)) / (1 / (hess[i] + delta))  # σ′²/σ²
+                kl += 0.5 * np.sum(ratio - 1 - np.log(ratio) + shift**2 / sigma[i] ** 2)
+        expected.append(kl / samples)
+    evidence = pe.SampledGradients(noises, thetas, *factors, LAYERS)
+    np.testing.assert_allclose(opt.information_gain(evidence).numpy(), expected, rtol=1e-9)
+    assert (clipped > 0) == (clip_radius is not None)
+    assert min(expected) > 0 and np.std(expected) > 0
+    eta = 1 / (ess * delta)
+    prior_kl = sum(
+        0.5 * np.sum((s**2 + m**2) / eta - 1 - np.log(s**2 / eta)) for m, s in zip(mu, sigma)
+    )
+    assert opt.kl_divergence_to_prior() == pytest.approx(prior_kl, rel=1e-10)
 
 
 def softplus(x):
@@ -378,6 +451,6 @@ def test_bbb_information_gain_is_vimes_released_fast_kl_div():
 def test_information_gain_needs_the_vi_form():
     net = make_net()
     with pytest.raises(ValueError, match="VI form"):
-        pe.NoisyAdam(net.parameters()).information_gain([], [])
+        pe.NoisyAdam(net.parameters()).information_gain(pe.SampledGradients([], [], [], [], []))
     with pytest.raises(ValueError, match="VI form"):
         pe.NoisyKFAC(net).kl_divergence_to_prior()

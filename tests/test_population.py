@@ -1,11 +1,12 @@
-"""A population's member k is the run of seed k (agents/ddpg/population.py).
+"""A population's step is the single run's step, batched (agents/ddpg/population.py).
 
-Every member draws its random numbers from its own generator in a single run's order, and
-the batched update is the single run's ``ddpg_update`` vmapped over the members, so after
-200 updates a member's networks, optimizer state, replay buffer and generator equal the
-single run's of its seed — for every strategy, with the curiosity bonus, and for members
-with settings of their own — up to the float rounding of batched kernels (generators and
-counters exactly).
+The batched update is the single run's ``ddpg_update`` vmapped over the members: given the
+same weight noise and the same minibatches (injected), a member's networks and optimizer
+state after its updates equal a single run's of the same seed and settings — for every
+strategy, with each posterior of the curiosity bonus — to the float rounding of batched
+kernels. A member is not the single run of its seed over a whole run (its random numbers
+are the population's one stream); what holds instead: every random quantity of a step is one
+draw for all members, and the same population command gives the same runs.
 """
 
 from __future__ import annotations
@@ -16,169 +17,266 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from agents.common.callbacks import Callback
-from agents.common.errors import NonFiniteDataError
+from agents.common.errors import ConfigError, NonFiniteDataError
 from agents.common.strategies import available_strategies
 from agents.ddpg import DDPG
-from agents.ddpg.population import Population, make_population
+from agents.ddpg.population import make_population, population_seed
+from agents.ddpg.replay_buffer import Batch, ReplayBuffer
 from agents.runs.population_run import train_population
 from agents.settings import DDPGSettings
 from agents.settings.resolve import resolve_runs
 
-pytestmark = pytest.mark.trains
-
-SMALL = dict(hidden_sizes=[32, 32], batch_size=16, learning_starts=64, buffer_size=5000)
-STEPS = 264  # 200 updates after learning_starts
+SMALL = dict(hidden_sizes=[16, 16], batch_size=8, learning_starts=32, buffer_size=500,
+             normalize_observations=True)  # fmt: skip
 SEEDS = [3, 7]
-TOLERANCE = dict(rtol=1e-4, atol=1e-5)
+OBS_DIM, ACTION_DIM = 3, 1  # Pendulum-v1
+TOLERANCE = dict(rtol=1e-5, atol=1e-6)
 
 
 def settings(strategy: str, **overrides) -> DDPGSettings:
     return DDPGSettings.from_values({"strategy": strategy, **SMALL, **overrides})
 
 
-def learn_population(configs: list[DDPGSettings], seeds: list[int], bonuses=None) -> Population:
-    population = make_population(["Pendulum-v1"] * len(seeds), configs, seeds, "cpu", bonuses)
-    population.learn(STEPS, [Callback() for _ in seeds])
-    return population
+def member_settings(strategy: str) -> list[DDPGSettings]:
+    """Two members, the second with numbers of its own (γ, τ, the critic's step size)."""
+    return [settings(strategy), settings(strategy, gamma=0.9, tau=0.01, critic_lr=3e-4)]
 
 
-def single_run(config: DDPGSettings, seed: int, bonus=None) -> DDPG:
-    agent = DDPG("Pendulum-v1", config, seed=seed, device="cpu", bonus=bonus)
-    agent.learn(STEPS)
-    return agent
+def the_same_transitions(population, singles, count: int, rng: np.random.Generator) -> None:
+    """``count`` random transitions into every member's buffer and observation statistics
+    and into each single run's the same (what their env steps would have stored)."""
+    n = len(singles)
+    for _ in range(count):
+        obs, next_obs = rng.normal(size=(2, n, OBS_DIM))
+        actions = rng.uniform(-2, 2, size=(n, ACTION_DIM))
+        rewards, terminated = rng.normal(size=n), rng.uniform(size=n) < 0.1
+        population.buffer.add(obs, actions, rewards, next_obs, terminated)
+        for k, (member, single) in enumerate(zip(population.members, singles, strict=True)):
+            single.buffer.add(obs[k], actions[k], rewards[k], next_obs[k], terminated[k])
+            for agent in (member, single):
+                if agent.obs_statistics is not None:
+                    agent.obs_statistics.update(obs[k])
 
 
-def assert_same_run(member: DDPG, single: DDPG) -> None:
-    assert member.num_timesteps == single.num_timesteps == STEPS
-    assert member.num_updates == single.num_updates == STEPS - 64
-    # Every random number drawn in the same order: the generators' states are equal.
-    assert torch.equal(member.generator.get_state(), single.generator.get_state())
+def the_same_noise(population, singles, rng: np.random.Generator) -> None:
+    """A new ε for every member, written into its own ε (a view of the population's), and
+    the same into its single run's."""
+    for member, single in zip(population.members, singles, strict=True):
+        for agent in (member, single):
+            optimizer = agent.actor_optimizer
+            if not optimizer.explores:
+                continue
+            if agent is single:
+                optimizer.resample_noise()  # creates ε where it has none yet
+        params = [p for g in member.actor_optimizer.param_groups for p in g["params"]]
+        theirs = [p for g in single.actor_optimizer.param_groups for p in g["params"]]
+        for p, q, perturbed in zip(params, theirs, member.actor_optimizer.perturbed()):
+            if perturbed:
+                eps = torch.as_tensor(rng.normal(size=tuple(p.shape)), dtype=torch.float32)
+                member.actor_optimizer.state[p]["noise"].copy_(eps)
+                single.actor_optimizer.state[q]["noise"].copy_(eps)
+        member.actor_optimizer.noise_changed()
+        single.actor_optimizer.noise_changed()
+
+
+def a_minibatch(population, rng: np.random.Generator) -> Batch:
+    """Each member's rows of its buffer at indices drawn here (members, batch, …)."""
+    size, batch = len(population.buffer), population.members[0].config.batch_size
+    index = torch.as_tensor(rng.integers(size, size=(len(population.members), batch)))
+    storage = population.buffer.storage
+    return Batch(*(
+        torch.stack([storage[name][k][index[k]] for k in range(len(index))])
+        for name in ReplayBuffer.fields
+    ))  # fmt: skip
+
+
+def rows(batch: Batch, k: int) -> Batch:
+    return Batch(*(field[k].clone() for field in batch))
+
+
+def assert_same_state(member: DDPG, single: DDPG) -> None:
+    assert member.num_updates == single.num_updates
+    assert member.skipped_updates == single.skipped_updates
     for module in ("actor", "critic", "target_actor", "target_critic"):
         mine = dict(getattr(member, module).named_parameters())
-        theirs = dict(getattr(single, module).named_parameters())
-        for name in theirs:
-            torch.testing.assert_close(mine[name], theirs[name], **TOLERANCE, msg=name)
+        for name, theirs in getattr(single, module).named_parameters():
+            torch.testing.assert_close(mine[name], theirs, **TOLERANCE, msg=f"{module}.{name}")
     for mine, theirs in zip(
         member.actor_optimizer.sampling_std(), single.actor_optimizer.sampling_std(), strict=True
     ):
         torch.testing.assert_close(mine, theirs, **TOLERANCE)
-    n = len(single.buffer)
-    assert len(member.buffer) == n and member.buffer.position == single.buffer.position
-    torch.testing.assert_close(member.buffer.obs[:n], single.buffer.obs[:n], **TOLERANCE)
-    torch.testing.assert_close(member.buffer.rewards[:n], single.buffer.rewards[:n], **TOLERANCE)
-    # What it logs: σ's quantiles and the action distance measured on its own generator.
-    logged, expected = member.exploration_statistics(), single.exploration_statistics()
-    assert logged.keys() == expected.keys()
-    for key, value in expected.items():
-        assert logged[key] == pytest.approx(value, rel=1e-3, abs=1e-6), key
+
+
+def updated_side_by_side(strategy: str, bonuses=None, single_bonuses=None):
+    """A population of two and the two single runs of its seeds and settings, after three
+    updates on the same injected ε and minibatches."""
+    configs = member_settings(strategy)
+    population = make_population("Pendulum-v1", configs, SEEDS, "cpu", bonuses)
+    singles = [
+        DDPG("Pendulum-v1", config, seed=seed, device="cpu", bonus=bonus)
+        for config, seed, bonus in zip(configs, SEEDS, single_bonuses or [None, None])
+    ]
+    rng = np.random.default_rng(0)
+    the_same_transitions(population, singles, 40, rng)
+    for _ in range(3):
+        the_same_noise(population, singles, rng)
+        batch = a_minibatch(population, rng)
+        scored = population.with_bonuses(batch)
+        population.update(scored)
+        for k, single in enumerate(singles):
+            expected = single.with_bonus(rows(batch, k))
+            torch.testing.assert_close(scored.rewards[k], expected.rewards, **TOLERANCE)
+            single.update(expected)
+    return population, singles
 
 
 @pytest.mark.parametrize("strategy", available_strategies())
-def test_a_member_is_the_run_of_its_seed(strategy):
-    config = settings(strategy)
-    population = learn_population([config] * len(SEEDS), SEEDS)
-    for member, seed in zip(population.members, SEEDS, strict=True):
-        assert_same_run(member, single_run(config, seed))
+def test_a_members_update_is_the_single_runs_update(strategy):
+    population, singles = updated_side_by_side(strategy)
+    for member, single in zip(population.members, singles, strict=True):
+        assert_same_state(member, single)
+    # The test episodes' policy: every member's μ in one vmapped call, as each single's.
+    obs = np.random.default_rng(1).normal(size=(2, 5, OBS_DIM))
+    actions = population.mean_actions(obs)
+    for k, single in enumerate(singles):
+        np.testing.assert_allclose(actions[k], single.predict(obs[k]), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("posterior", ["bbb", "noisy-adam", "noisy-kfac"])
-def test_a_member_with_the_bonus_is_the_run_of_its_seed(posterior):
-    """VIME: one dynamics model per member, fitted and scoring its own member's minibatches."""
+def test_a_members_bonus_and_update_are_the_single_runs(posterior):
+    """VIME: one dynamics model per member, scoring its own member's rows of the batch."""
+    from gymnasium.spaces import Box
+
     from agents.curiosity import VimeConfig, make_vime_bonus
 
     vime = VimeConfig(
         posterior=posterior, hidden_sizes=[8], num_samples=3, pool_size=1000,
-        min_pool_size=100, fit_every=100, updates_per_step=0.2,
+        min_pool_size=20, fit_every=20, updates_per_step=0.2,
     )  # fmt: skip
-    config = settings("vadam")
 
-    def bonus(seed: int):
-        from gymnasium.spaces import Box
+    def bonuses():
+        built = [
+            make_vime_bonus(vime, Box(-8.0, 8.0, (3,)), Box(-2.0, 2.0, (1,)), seed=seed)
+            for seed in SEEDS
+        ]
+        rng = np.random.default_rng(2)  # the same pool, fitted once, for both sides
+        for bonus in built:
+            obs, actions, next_obs = (
+                rng.normal(size=(30, 3)),
+                rng.normal(size=(30, 1)),
+                rng.normal(size=(30, 3)),
+            )
+            bonus.add(obs, actions, next_obs)
+            assert bonus.fit()
+        return built
 
-        obs, act = Box(-8.0, 8.0, (3,)), Box(-2.0, 2.0, (1,))
-        return make_vime_bonus(vime, obs, act, seed=seed + 2_000_000)
-
-    population = learn_population([config] * 2, SEEDS, [bonus(s) for s in SEEDS])
-    for member, seed in zip(population.members, SEEDS, strict=True):
-        single = single_run(config, seed, bonus(seed))
-        assert_same_run(member, single)
-        assert member.bonus.num_fits == single.bonus.num_fits == 2
-        for mine, theirs in zip(
-            member.bonus.dynamics.parameters, single.bonus.dynamics.parameters, strict=True
-        ):
-            torch.testing.assert_close(mine, theirs, **TOLERANCE)
-
-
-def test_members_with_settings_of_their_own_are_the_runs_of_those_settings():
-    """Vadam's sampling constant, the critic's step size and τ per member: each member's
-    numbers are its own, and each equals its single run; σ differs as c says."""
-    configs = [
-        settings("vadam", optimizer_kwargs={"sample_constant": 1e4}),
-        settings("vadam", optimizer_kwargs={"sample_constant": 1e2}, critic_lr=3e-4, tau=0.01),
-    ]
-    population = learn_population(configs, SEEDS)
-    for member, config, seed in zip(population.members, configs, SEEDS, strict=True):
-        assert_same_run(member, single_run(config, seed))
-    sigma = [m.actor_optimizer.exploration_statistics()["sigma_max"] for m in population.members]
-    assert sigma[0] == pytest.approx(0.01, rel=1e-3) and sigma[1] == pytest.approx(0.1, rel=0.05)
+    population, singles = updated_side_by_side("vadam", bonuses(), bonuses())
+    for member, single in zip(population.members, singles, strict=True):
+        assert_same_state(member, single)
 
 
-def test_a_compiled_population_acts_and_updates_as_the_eager_one():
-    """The compiled population (one Inductor graph for every member's update, one for every
-    member's action) equals the eager one up to the rounding of fused kernels."""
-    eager = learn_population([settings("vadam")] * 2, SEEDS)
-    compiled = learn_population([settings("vadam", compile=True)] * 2, SEEDS)
-    assert compiled._update is not None and compiled._acting is not None
-    for a, b in zip(eager.members, compiled.members, strict=True):
-        for (name, p), (_, q) in zip(a.actor.named_parameters(), b.actor.named_parameters()):
-            torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-4, msg=name)
+def test_each_random_quantity_is_one_draw_for_every_member():
+    """One step: the envs reset from the members' seeds, then every member's ε is its row
+    of one ``normal_`` from the population's generator (seeded from the members' seeds and
+    the step); a minibatch's indices are one (members, batch) ``randint``."""
+    population = make_population("Pendulum-v1", [settings("vadam")] * 2, SEEDS, "cpu")
+    population.learn(1, [Callback(), Callback()])
+    generator = torch.Generator().manual_seed(population_seed(SEEDS, 0))
+    draw = torch.empty_like(population.noise).normal_(generator=generator)
+    assert torch.equal(population.noise, draw)
+    # The draw's layout: parameter by parameter, each a block of every member's ε.
+    params = population.members[0].actor_optimizer.param_groups[0]["params"]
+    starts = np.cumsum([0] + [2 * p.numel() for p in params])
+    for k, member in enumerate(population.members):
+        optimizer = member.actor_optimizer
+        for p, start in zip(optimizer.param_groups[0]["params"], starts, strict=False):
+            n = p.numel()
+            mine = draw[start + k * n : start + (k + 1) * n].view_as(p)
+            assert torch.equal(optimizer.state[p]["noise"], mine)
+    # The buffer's draw: the indices of torch.randint on the same stream, gathered by NumPy.
+    buffer = ReplayBuffer.stacked(2, 10, OBS_DIM, ACTION_DIM)
+    rng = np.random.default_rng(3)
+    stored = rng.normal(size=(7, 2, OBS_DIM))
+    for obs in stored:
+        buffer.add(obs, np.zeros((2, 1)), np.zeros(2), obs + 1, np.zeros(2))
+    assert len(buffer) == 7 and all(len(b) == 7 and b.position == 7 for b in buffer.members)
+    batch = buffer.sample(4, torch.Generator().manual_seed(5))
+    index = torch.randint(7, (2, 4), generator=torch.Generator().manual_seed(5)).numpy()
+    for k in range(2):
+        np.testing.assert_allclose(batch.obs[k].numpy(), stored[index[k], k], rtol=1e-6)
+        np.testing.assert_allclose(batch.next_obs[k].numpy(), stored[index[k], k] + 1, rtol=1e-6)
 
 
-def test_a_population_writes_ordinary_run_directories_and_resumes(tmp_path):
-    """Members' run directories hold what a single run's hold, with the same curves, and a
-    resumed population continues every member."""
-
-    def runs(logdir: str, steps: int) -> list:
-        return resolve_runs(
-            ["vadam"], SEEDS, env="Pendulum-v1", total_steps=steps, eval_every=200,
-            eval_episodes=2, logdir=str(tmp_path / logdir), compile=False,
-            set_options=["hidden_sizes=[32,32]", "log_every=200"],
-        )  # fmt: skip
-
-    outcomes = train_population(runs("population", 400))
-    assert [o.error for o in outcomes] == [None, None]
-    from agents.runs.train import train
-
-    for config in runs("single", 400):
-        train(config, progress=False)
-    for seed in SEEDS:
-        member = tmp_path / "population" / "Pendulum-v1" / "vadam" / f"seed{seed}"
-        single = tmp_path / "single" / "Pendulum-v1" / "vadam" / f"seed{seed}"
-        assert {p.name for p in member.iterdir()} >= {"config.yaml", "eval.csv", "explore.csv"}
-        assert yaml.safe_load((member / "config.yaml").read_text()) == yaml.safe_load(
-            (single / "config.yaml").read_text()
-        ) | {"logdir": str(tmp_path / "population")}
-        np.testing.assert_allclose(returns(member), returns(single), rtol=1e-4)
-    outcomes = train_population(runs("population", 600), resume=True)
-    assert [o.error for o in outcomes] == [None, None]
-    for seed in SEEDS:
-        member = tmp_path / "population" / "Pendulum-v1" / "vadam" / f"seed{seed}"
-        assert steps(member) == [200, 400, 600]
+def test_per_episode_noise_is_drawn_for_the_members_that_start_an_episode():
+    """Parameter noise (ε per episode): when only member 0 starts an episode, only its ε is
+    new (its row of a fresh draw); member 1 keeps its ε and its acting copy θ̃, taken at its
+    episode's start, though μ moved since."""
+    population = make_population("Pendulum-v1", [settings("param-noise")] * 2, SEEDS, "cpu")
+    population.learn(40, [Callback(), Callback()])  # updates since step 33: μ moved
+    first, second = (m.actor_optimizer for m in population.members)
+    params = [[p for g in o.param_groups for p in g["params"]] for o in (first, second)]
+    noise = [[o.state[p]["noise"].clone() for p in ps] for o, ps in zip((first, second), params)]
+    acting = [second.state[p]["perturbed"].clone() for p in params[1]]
+    population.members[0].end_step(True, Callback())  # member 0's episode ends
+    population.learn(1, [Callback(), Callback()])
+    for p, before in zip(params[1], noise[1], strict=True):
+        assert torch.equal(second.state[p]["noise"], before)
+    for p, before in zip(params[1], acting, strict=True):
+        assert torch.equal(second.state[p]["perturbed"], before)
+    perturbed = first.perturbed()
+    assert any(perturbed)
+    for p, before, drawn in zip(params[0], noise[0], perturbed, strict=True):
+        assert torch.equal(first.state[p]["noise"], before) != drawn
 
 
-def returns(run_dir: Path) -> list[float]:
+def test_members_must_share_the_settings_that_shape_the_stack():
+    with pytest.raises(ConfigError, match="share hidden_sizes"):
+        make_population(
+            "Pendulum-v1", [settings("vadam"), settings("vadam", hidden_sizes=[8, 8])], SEEDS, "cpu"
+        )
+
+
+def runs(logdir: Path, steps: int, seeds=SEEDS) -> list:
+    return resolve_runs(
+        ["vadam"], seeds, env="Pendulum-v1", total_steps=steps, eval_every=200,
+        eval_episodes=2, logdir=str(logdir), compile=False,
+        set_options=["hidden_sizes=[16,16]", "log_every=200", "learning_starts=100"],
+    )  # fmt: skip
+
+
+def eval_rows(run_dir: Path) -> list[dict]:
+    """eval.csv's rows but their wall time."""
     with open(run_dir / "eval.csv", newline="") as f:
-        return [float(row["mean_return"]) for row in csv.DictReader(f)]
+        return [{k: v for k, v in row.items() if k != "wall_time"} for row in csv.DictReader(f)]
 
 
 def steps(run_dir: Path) -> list[int]:
-    with open(run_dir / "eval.csv", newline="") as f:
-        return [int(row["step"]) for row in csv.DictReader(f)]
+    return [int(row["step"]) for row in eval_rows(run_dir)]
 
 
+@pytest.mark.trains
+def test_the_same_population_command_gives_the_same_runs_and_resumes(tmp_path):
+    """Twice the same population: every member's eval.csv the same; a population resumed
+    from its members' checkpoints continues every member."""
+    first = [o.error for o in train_population(runs(tmp_path / "a", 400))]
+    second = [o.error for o in train_population(runs(tmp_path / "b", 400))]
+    assert first == second == [None, None]
+    for seed in SEEDS:
+        a = tmp_path / "a" / "Pendulum-v1" / "vadam" / f"seed{seed}"
+        b = tmp_path / "b" / "Pendulum-v1" / "vadam" / f"seed{seed}"
+        assert {p.name for p in a.iterdir()} >= {"config.yaml", "eval.csv", "explore.csv"}
+        assert eval_rows(a) == eval_rows(b) and steps(a) == [200, 400]
+    rows_a = [eval_rows(tmp_path / "a" / "Pendulum-v1" / "vadam" / f"seed{s}") for s in SEEDS]
+    assert rows_a[0] != rows_a[1]  # members are runs of their own
+    outcomes = train_population(runs(tmp_path / "a", 600), resume=True)
+    assert [o.error for o in outcomes] == [None, None]
+    for seed in SEEDS:
+        assert steps(tmp_path / "a" / "Pendulum-v1" / "vadam" / f"seed{seed}") == [200, 400, 600]
+
+
+@pytest.mark.trains
 def test_a_member_that_diverges_stops_alone_with_its_error(tmp_path):
     """A member whose update overflows (its own absurd step size) stops with its own error
     and its last good checkpoint; the other members finish."""
@@ -195,6 +293,7 @@ def test_a_member_that_diverges_stops_alone_with_its_error(tmp_path):
     assert steps(good.run_dir) == [200, 400, 600]
 
 
+@pytest.mark.trains
 def test_a_member_whose_bonus_overflows_stops_alone(tmp_path):
     """A member's curiosity bonus that overflows float32 (η · gain over a small median)
     stops that member with the single run's line; the other member finishes."""
@@ -211,6 +310,23 @@ def test_a_member_whose_bonus_overflows_stops_alone(tmp_path):
     assert "non-finite curiosity bonus" in str(bad.error), bad.error
     assert "in the update at step" in str(bad.error)
     assert steps(good.run_dir) == [200, 400]
+
+
+@pytest.mark.trains
+def test_a_compiled_population_acts_and_updates_as_the_eager_one():
+    """The compiled population (one Inductor graph for every member's update, one for every
+    member's action) equals the eager one up to the rounding of fused kernels: the same
+    stream of draws, the same steps."""
+    configs = [settings("vadam", learning_starts=64)] * 2
+    eager = make_population("Pendulum-v1", configs, SEEDS, "cpu")
+    eager.learn(150, [Callback(), Callback()])
+    compiled_configs = [settings("vadam", learning_starts=64, compile=True)] * 2
+    compiled = make_population("Pendulum-v1", compiled_configs, SEEDS, "cpu")
+    compiled.learn(150, [Callback(), Callback()])
+    assert compiled._update is not None and compiled._acting is not None
+    for a, b in zip(eager.members, compiled.members, strict=True):
+        for (name, p), (_, q) in zip(a.actor.named_parameters(), b.actor.named_parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-4, msg=name)
 
 
 def test_the_memory_check_counts_every_member(tmp_path):
@@ -232,11 +348,29 @@ def test_the_memory_check_counts_every_member(tmp_path):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_a_population_on_a_gpu_is_the_population_on_the_cpu():
-    config = settings("vadam")
-    on_cpu = learn_population([config] * 2, SEEDS)
-    on_gpu = make_population(["Pendulum-v1"] * 2, [config] * 2, SEEDS, "cuda")
-    on_gpu.learn(STEPS, [Callback() for _ in SEEDS])
-    for a, b in zip(on_cpu.members, on_gpu.members, strict=True):
-        for p, q in zip(a.actor.parameters(), b.actor.parameters(), strict=True):
+@pytest.mark.parametrize("compile", [False, True])
+def test_a_population_on_a_gpu_updates_as_on_the_cpu(compile):
+    """The same injected minibatch and ε on a GPU and on the CPU: the same update."""
+    configs = [settings("vadam", compile=compile)] * 2
+    sides = [make_population("Pendulum-v1", configs, SEEDS, device) for device in ("cpu", "cuda")]
+    rng = np.random.default_rng(0)
+    obs, next_obs = rng.normal(size=(2, 40, 2, OBS_DIM))
+    for population in sides:
+        for t in range(40):
+            population.buffer.add(obs[t], np.zeros((2, 1)), np.ones(2), next_obs[t], np.zeros(2))
+        population.noise.copy_(torch.ones_like(population.noise))
+    index = rng.integers(40, size=(2, 8))
+    for population in sides:
+        storage = population.buffer.storage
+        picked = torch.as_tensor(index, device=population.device)
+        batch = Batch(*(
+            torch.stack([storage[name][k][picked[k]] for k in range(2)])
+            for name in ReplayBuffer.fields
+        ))  # fmt: skip
+        population.update(batch)
+    for a, b in zip(sides[0].members, sides[1].members, strict=True):
+        for p, q in zip(a.critic.parameters(), b.critic.parameters(), strict=True):
             torch.testing.assert_close(p, q.cpu(), rtol=1e-3, atol=1e-4)
+    gpu = sides[1]
+    gpu.learn(5, [Callback(), Callback()])  # acting, the envs, the draws on the device
+    assert gpu.noise.device.type == "cuda" and all(m.num_timesteps == 5 for m in gpu.members)

@@ -1,11 +1,13 @@
-"""A new strategy is its module, one registry entry and its preset; a new bonus is its module
-and one registry entry (docs/architecture.md, "Adding a strategy or a bonus").
+"""A new strategy is its module, one registry entry and its preset; a new posterior and a new
+bonus are each their module and one registry entry (docs/architecture.md, "Adding a
+strategy, a posterior or a bonus").
 
-This module is both: ``ToyNoise`` (SGD on μ, weight noise of a fixed σ) and ``CountBonus``
-(a bonus of scale/√n after n transitions) are defined here, registered with one entry each
-(and the strategy's preset in a folder of presets), and trained end to end by
-``train_agent`` — the native DDPG eager and compiled, resumed, and TRPO with the bonus —
-with nothing else of the project changed.
+This module is all three: ``ToyNoise`` (SGD on μ, weight noise of a fixed σ), ``ToyPosterior``
+(a fixed-σ Gaussian whose mean takes SGD steps, VIME's dynamics model's posterior) and
+``CountBonus`` (a bonus of scale/√n after n transitions) are defined here, registered with one
+entry each (and the strategy's preset in a folder of presets), and trained end to end by
+``train_agent`` — the native DDPG eager and compiled, resumed, TRPO with the bonus, and VIME
+with the toy posterior — with nothing else of the project changed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from torch import Tensor
 import param_explore
 from agents.curiosity.registry import BONUSES, BonusKind
 from agents.settings import files
+from param_explore.posterior import GainEvidence, Posterior
 from param_explore.sampling import Mode, PrecisionSampling
 from param_explore.traceable import StateTensors
 from param_explore.validation import Checks, require_positive
@@ -71,6 +74,46 @@ class ToyNoise(PrecisionSampling, torch.optim.Optimizer):
         else:
             for x, g in zip(xs, grads):
                 x.sub_(c.lr * g)
+
+
+class ToyPosterior(Posterior, ToyNoise):
+    """A Gaussian N(μ, 1/precision) of fixed σ whose mean takes SGD steps: its gain is the KL
+    of the mean's step on one example at the mean, ½ Σ precision (lr ∇μ)², its prior N(0, η)."""
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict],
+        lr: float = 1e-3,
+        initial_precision: float = 400.0,
+        prior_variance: float = 1.0,
+    ) -> None:
+        torch.optim.Optimizer.__init__(  # ToyNoise's settings and the prior's
+            self,
+            params,
+            self.checked_settings(
+                lr=lr, initial_precision=initial_precision, prior_variance=prior_variance
+            ),
+        )
+
+    _setting_checks: ClassVar[Checks] = dict(
+        lr=require_positive, initial_precision=require_positive, prior_variance=require_positive
+    )
+    state_per_weight: ClassVar[int] = 2  # ε and the precision
+
+    @classmethod
+    def posterior_settings(cls, num_data: float, prior_variance: float) -> dict[str, Any]:
+        return dict(lr=1e-2, initial_precision=4.0 / prior_variance, prior_variance=prior_variance)
+
+    def kl_divergence_to_prior(self) -> float:
+        return self._diagonal_kl_to_prior()
+
+    def information_gain(self, evidence: GainEvidence, step_size: float = 0.01) -> Tensor:
+        means, _ = evidence.moment_gradients()
+        lr, total = self.param_groups[0]["lr"], 0
+        for p, grad in zip(self._params(), means, strict=True):
+            terms = (lr * grad).square() * self.state[p]["precision"]
+            total = total + 0.5 * terms.flatten(start_dim=1).sum(1, dtype=torch.float64)
+        return total
 
 
 PRESET = {"strategy": "toy-noise", "optimizer_kwargs": {"lr": 1e-3, "initial_precision": 400.0}}
@@ -144,6 +187,7 @@ def registered(tmp_path, monkeypatch) -> Path:
     presets.mkdir()
     (presets / "toy-noise.yaml").write_text(yaml.safe_dump(PRESET))
     monkeypatch.setitem(param_explore.OPTIMIZERS, "toy-noise", ToyNoise)
+    monkeypatch.setitem(param_explore.POSTERIORS, "toy-posterior", ToyPosterior)
     monkeypatch.setitem(BONUSES, "count", BonusKind(CountSettings, make_count_bonus))
     monkeypatch.setattr(files, "PRESET_DIRS", [presets, *files.PRESET_DIRS])
     return tmp_path
@@ -198,3 +242,23 @@ def test_an_unregistered_name_is_one_line(registered, train_agent):
     result = train_agent(*SHORT, "--opt", "toy-nois", "--steps", "10", cwd=registered)
     assert result.returncode == 2
     assert "unknown strategy toy-nois (did you mean toy-noise?)" in result.stderr
+
+
+def test_a_toy_posterior_trains_as_vimes(registered, train_agent):
+    """Registered, it is VIME's dynamics model's posterior: settings (its own, and the
+    user's on top), memory budget, fits, information gains and the bonus, a checkpoint."""
+    args = [*SHORT, "--opt", "adam-plain", "--bonus", "vime", "--no-compile",
+            "--set", "bonus.posterior=toy-posterior", "--set", "bonus.hidden_sizes=[8]",
+            "--set", "bonus.min_pool_size=100", "--set", "bonus.fit_every=100",
+            "--set", "bonus.optimizer_kwargs={initial_precision: 16.0}"]  # fmt: skip
+    result = train_agent(*args, "--steps", "400", cwd=registered)
+    assert result.returncode == 0, result.stderr
+    run_dir = registered / "runs" / "Pendulum-v1" / "adam-plain+vime-toy-posterior" / "seed0"
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["bonus"]["posterior"] == "toy-posterior"
+    assert scalars(run_dir, "bonus/info_gain_median")[-1] > 0
+    state = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    optimizer = state["bonus"]["dynamics"]["optimizer"]
+    assert optimizer["param_groups"][0]["lr"] == 1e-2  # its posterior_settings'
+    precisions = [s["precision"] for s in optimizer["state"].values()]
+    assert all(bool((p == 16.0).all()) for p in precisions)  # the user's, on top

@@ -391,7 +391,7 @@ def test_per_episode_resampling_with_the_callback():
 
 
 def test_bad_policy_arguments():
-    with pytest.raises(ValueError, match="unknown optimizer vadamm"):
+    with pytest.raises(ValueError, match="unknown strategy vadamm"):
         make_model(strategy="vadamm")
     with pytest.raises(ValueError, match="resample must be"):
         make_model(policy_kwargs=dict(resample="sometimes"))

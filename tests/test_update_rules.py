@@ -289,8 +289,9 @@ REFERENCES = {
     "noisy-adam": reference_noisy_adam,
     "param-noise": reference_param_noise,
 }
-#: Checked on a real two-layer network in test_noisy_kfac.py (it needs Linear layers).
-REFERENCES_ELSEWHERE = {"noisy-kfac"}
+#: Checked on a real two-layer network in test_noisy_kfac.py (it needs Linear layers), and
+#: IVON against its authors' implementation in test_ivon.py.
+REFERENCES_ELSEWHERE = {"noisy-kfac", "ivon"}
 
 
 def test_every_registered_strategy_has_a_reference():

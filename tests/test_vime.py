@@ -114,12 +114,13 @@ def test_median_normaliser_divides_by_the_mean_of_the_last_medians():
 
 
 # --------------------------------------------------------------------------- batching
-#: Every information gain: the three posteriors, bbb with either noise.
+#: Every information gain: the four posteriors, bbb with either noise.
 VARIANTS = {
     "bbb": ("bbb", {}),
     "bbb-weight": ("bbb", {"bbb_gain_noise": "weight"}),
     "noisy-adam": ("noisy-adam", {}),
     "noisy-kfac": ("noisy-kfac", {}),
+    "ivon": ("ivon", {}),
 }
 
 

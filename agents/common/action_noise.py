@@ -57,7 +57,11 @@ class GaussianActionNoise(CheckedActionNoise):
 
     def __call__(self) -> np.ndarray:
         draw = torch.randn(self.action_dim, generator=self.generator, dtype=torch.float64)
-        return (self.sigma * draw).numpy()
+        return self.of_draw(draw.numpy())
+
+    def of_draw(self, draw: np.ndarray) -> np.ndarray:
+        """The noise of a standard normal ``draw`` (a population draws every member's at once)."""
+        return self.sigma * draw
 
     def __repr__(self) -> str:
         return f"GaussianActionNoise(sigma={self.sigma})"
@@ -93,10 +97,12 @@ class OrnsteinUhlenbeckActionNoise(CheckedActionNoise):
 
     def __call__(self) -> np.ndarray:
         draw = torch.randn(self.action_dim, generator=self.generator, dtype=torch.float64)
+        return self.of_draw(draw.numpy())
+
+    def of_draw(self, draw: np.ndarray) -> np.ndarray:
+        """The process's next value for a standard normal ``draw``."""
         self.state = (
-            self.state
-            - self.theta * self.state * self.dt
-            + self.sigma * math.sqrt(self.dt) * draw.numpy()
+            self.state - self.theta * self.state * self.dt + self.sigma * math.sqrt(self.dt) * draw
         )
         return self.state.copy()
 

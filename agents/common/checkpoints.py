@@ -21,6 +21,7 @@ import math
 import os
 import pickle
 import pickletools
+import re
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -165,6 +166,10 @@ def _check_archive(path: Path) -> None:
         f"checkpoint {path} is damaged: it is not a checkpoint archive (a checkpoint is a "
         "zip archive; this file holds something else)"
     )
+
+
+#: ``torch.Size([4, 3])`` as ``[4, 3]``.
+_SHAPE = re.compile(r"torch\.Size\(\[([^\]]*)\]\)")
 
 
 def _first_line(err: BaseException) -> str:
@@ -335,8 +340,23 @@ def load_named(
     except CheckpointError as err:  # a part that says what is wrong with it
         raise CheckpointError(f"checkpoint {path} refused: {err}") from None
     except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
-        detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+        saved = state.get("env_id") if isinstance(state, Mapping) else None
+        of = f" (saved by a run of {saved})" if isinstance(saved, str) else ""
         raise CheckpointError(
-            f"checkpoint {path} does not match this run's networks or optimizer: "
-            f"{type(err).__name__}: {detail}"
+            f"checkpoint {path}{of} does not match this run's networks or optimizer: {misfit(err)}"
         ) from None
+
+
+def misfit(err: BaseException) -> str:
+    """One line of what did not fit: torch's ``load_state_dict`` lists every mismatch on a
+    line of its own after a heading; the first, shortened, and how many more."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    if lines[0].startswith("Error(s) in loading state_dict") and len(lines) > 1:
+        details, kind = lines[1:], ""
+    else:
+        details, kind = lines, f"{type(err).__name__}: "
+    first = _SHAPE.sub(r"[\1]", details[0]).rstrip(". ")
+    more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""
+    return f"{kind}{first[:200]}{more}"

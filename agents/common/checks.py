@@ -43,6 +43,25 @@ def require_layers(name: str, sizes: list[int]) -> None:
     )
 
 
+#: The most updates per environment step a schedule may make (a learner's
+#: ``gradient_steps`` per ``train_every`` steps, a bonus's model fits per transition): 8 ×
+#: the largest replay ratio studied (128, D'Oro et al. 2023, "Sample-efficient RL by
+#: breaking the replay ratio barrier"). More is a schedule no run finishes (the default
+#: 3 M steps would make 3 × 10⁹ updates, and one round of ``gradient_steps=1e9`` outlasts
+#: any run), most likely a typo for a smaller number.
+MAX_UPDATES_PER_STEP = 1000
+
+
+def require_finishable(name: str, updates_per_step: float, how: str) -> None:
+    """At most :data:`MAX_UPDATES_PER_STEP` updates per environment step, or one line
+    naming the setting (``name``) and its rate (``how``: what makes it)."""
+    require(
+        updates_per_step <= MAX_UPDATES_PER_STEP,
+        f"{name} makes {updates_per_step:g} updates per environment step ({how}), more than "
+        f"the {MAX_UPDATES_PER_STEP} a run may make: a schedule no run finishes",
+    )
+
+
 def require_known(what: str, given: Iterable[str], valid: Iterable[str]) -> None:
     """Every key of ``given`` is one of ``valid``, or one line naming the unknown ones, the
     nearest valid name and the valid names (:func:`param_explore.validation.require_known`)."""

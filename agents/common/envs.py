@@ -103,16 +103,19 @@ class NormalizedActions(gym.ActionWrapper):
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         space = env.action_space
-        self._low = space.low.astype(np.float64)
-        self._high = space.high.astype(np.float64)
-        self._dtype = space.dtype
         self.action_space = gym.spaces.Box(-1.0, 1.0, space.shape, dtype=space.dtype)
 
     def action(self, action: np.ndarray) -> np.ndarray:
-        scaled = self._low + (np.asarray(action, dtype=np.float64) + 1.0) * 0.5 * (
-            self._high - self._low
-        )
-        return np.clip(scaled, self._low, self._high).astype(self._dtype)
+        return from_unit_range(action, self.env.action_space)
+
+
+def from_unit_range(action: np.ndarray, space: gym.spaces.Box) -> np.ndarray:
+    """Actions in [−1, 1] (one, or a batch of rows) as :class:`NormalizedActions` maps them
+    into ``space``'s bounds: low + (a + 1)·(high − low)/2 in float64, clipped, in the
+    space's dtype."""
+    low, high = space.low.astype(np.float64), space.high.astype(np.float64)
+    scaled = low + (np.asarray(action, dtype=np.float64) + 1.0) * 0.5 * (high - low)
+    return np.clip(scaled, low, high).astype(space.dtype)
 
 
 def with_action_range(env: gym.Env, normalize_actions: bool) -> gym.Env:

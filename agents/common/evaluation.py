@@ -10,7 +10,7 @@ becomes :class:`EnvironmentFailure`. An episode ends at the env's time limit, wh
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import gymnasium as gym
@@ -83,6 +83,84 @@ def evaluate_together(
     if final_infos is not None:
         final_infos.extend(last_infos)
     return float(np.mean(returns)), float(np.std(returns))
+
+
+def test_episodes_together(
+    act: Callable[[np.ndarray], np.ndarray],
+    envs: gym.vector.VectorEnv,
+    seeds: Sequence[int],
+    episodes: int,
+    name: str,
+) -> list[tuple[float, float, list[dict[str, Any]]] | Exception]:
+    """:func:`evaluate_together` for several policies at once — a population's members —
+    on one vector env of policies × ``episodes`` copies (row ``g·episodes + i`` is policy
+    g's episode i, from ``reset(seed=seeds[g] + i)``; SAME_STEP autoreset,
+    :mod:`agents.common.vector_envs`). ``act`` maps observations (policies, episodes, …)
+    to their actions. Episodes of different lengths are masked: an ended one's row steps on
+    but counts no more. Returns each policy's (mean, std, final infos), or its own error: a
+    non-finite action of its policy, or a non-finite reward or observation in its
+    episodes, stops that policy alone; an exception of the envs is every policy's."""
+    groups = len(seeds)
+    try:
+        obs, _ = envs.reset(seed=[seed + i for seed in seeds for i in range(episodes)])
+    except Exception as err:
+        failure = EnvironmentFailure(
+            f"{name} raised {type(err).__name__}: {err} in reset of the evaluation episodes"
+        )
+        return [failure] * groups
+    errors: dict[int, Exception] = {}
+    running = np.ones(groups * episodes, dtype=bool)
+    returns = np.zeros(groups * episodes)
+    successes: list[dict[str, Any]] = [{} for _ in range(groups * episodes)]
+    space = envs.single_action_space
+
+    def fail(rows: np.ndarray, what: str) -> None:
+        """The policies of ``rows`` stop, each with its first row's error."""
+        for row in rows:
+            group = int(row) // episodes
+            if group not in errors:
+                errors[group] = NonFiniteDataError(f"{what} in evaluation episode {row % episodes}")
+            running[group * episodes : (group + 1) * episodes] = False
+
+    def bad_observation(rows_obs: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(running & ~np.isfinite(rows_obs).reshape(len(running), -1).all(1))
+
+    fail(bad_observation(np.asarray(obs)), f"non-finite observation from {name}")
+    while running.any():
+        actions = np.asarray(act(np.asarray(obs).reshape(groups, episodes, -1)))
+        actions = actions.reshape(groups * episodes, -1)
+        bad = np.flatnonzero(running & ~np.isfinite(actions).all(1))
+        fail(bad, "non-finite action from the policy (its mean weights)")
+        actions = np.where(running[:, None], actions, np.clip(0.0, space.low, space.high))
+        try:
+            obs, rewards, terminated, truncated, infos = envs.step(actions.astype(space.dtype))
+        except Exception as err:
+            failure = EnvironmentFailure(
+                f"{name} raised {type(err).__name__}: {err} in a step of the evaluation episodes"
+            )
+            return [errors.get(g, failure) for g in range(groups)]
+        last_obs = np.array(obs)
+        for row in np.flatnonzero(infos.get("_final_obs", ())):
+            last_obs[row] = infos["final_obs"][row]
+        fail(np.flatnonzero(running & ~np.isfinite(rewards)), f"non-finite reward from {name}")
+        fail(bad_observation(last_obs), f"non-finite observation from {name}")
+        returns[running] += np.asarray(rewards, dtype=np.float64)[running]
+        ended = running & (np.asarray(terminated) | np.asarray(truncated))
+        final = infos.get("final_info", {})
+        for row in np.flatnonzero(ended):
+            if final.get("_is_success", np.zeros(len(ended), bool))[row]:
+                successes[row] = {"is_success": bool(final["is_success"][row])}
+        running &= ~ended
+    results: list[tuple[float, float, list[dict[str, Any]]] | Exception] = []
+    for g in range(groups):
+        if g in errors:
+            results.append(errors[g])
+            continue
+        rows = slice(g * episodes, (g + 1) * episodes)
+        results.append(
+            (float(np.mean(returns[rows])), float(np.std(returns[rows])), successes[rows])
+        )
+    return results
 
 
 def success_rate(final_infos: Sequence[dict[str, Any]]) -> float | None:

@@ -9,8 +9,9 @@ actions instead:
 * ``ou-action``: Lillicrap et al.'s Ornstein-Uhlenbeck process (θ = 0.15, σ = 0.2).
 
 :func:`resolve_strategy` is the one place a strategy's name is translated: into a
-:class:`Strategy`, a record holding its ``param_explore`` optimizer with complete, checked
-settings, its action noise (if any) with complete, checked settings, and the choices the
+:class:`Strategy`, a record holding its ``param_explore`` optimizer (the class, looked up
+once; learners build it with ``make_optimizer(strategy.optimizer_class, …)``) with complete,
+checked settings, its action noise (if any) with complete, checked settings, and the choices the
 strategy makes where a run does not (a layer-normalised actor, when new weight noise is
 drawn). Nothing is built to check a setting: each optimizer and noise checks its own
 settings before it exists (``checked_settings``). Every learner — the native DDPG, SB3's
@@ -54,8 +55,11 @@ class Strategy:
 
     #: The name (``--opt``; the run directory's).
     name: str
-    #: The ``param_explore`` optimizer that trains the actor (and perturbs its weights).
+    #: The ``param_explore`` optimizer that trains the actor (and perturbs its weights), by
+    #: its registered name (what a saved SB3 model and a population compare) and as the class
+    #: that name was resolved to.
     optimizer: str
+    optimizer_class: type[param_explore.WeightSampling]
     #: Its settings, complete (defaults filled in) and checked.
     optimizer_kwargs: Mapping[str, Any] = field(default_factory=dict)
     #: The action noise's class, and its settings, complete and checked; None for a
@@ -111,6 +115,7 @@ def resolve_strategy(
     return Strategy(
         name=name,
         optimizer=optimizer,
+        optimizer_class=cls,
         optimizer_kwargs=kwargs,
         noise=ACTION_NOISE.get(name),
         action_noise=noise,

@@ -1,9 +1,11 @@
 """Curiosity: bonuses on the reward for what a learner did not know.
 
 VIME's information-gain bonus (Houthooft et al. 2016): a Bayesian dynamics model
-p(s′ | s, a; θ), whose posterior is Bayes by Backprop (VIME as released), noisy Adam or
-noisy K-FAC (Zhang et al. 2018, Sec. 5.4; the ``param_explore`` optimizers in their VI
-form), rewards a transition by how much it would change that posterior.
+p(s′ | s, a; θ), whose posterior is any of ``param_explore.POSTERIORS`` — Bayes by Backprop
+(VIME as released), noisy Adam, noisy K-FAC (Zhang et al. 2018, Sec. 5.4) or IVON (Shen et
+al. 2024), the ``param_explore`` optimizers in their VI form, all behind one interface
+(``param_explore.posterior``) — rewards a transition by how much it would change that
+posterior.
 :class:`VimeBonus` is the bonus any learner calls; :mod:`agents.curiosity.sb3` brings it to
 Stable-Baselines3 (``VimeCallback`` for on-policy algorithms, TRPO included;
 ``VimeReplayBuffer`` for off-policy ones); :mod:`agents.curiosity.registry` lists the

@@ -21,21 +21,25 @@ from typing import Any, Literal
 import torch
 
 import param_explore
+from param_explore.posterior import GainShape
 
-from ..common.checks import coerce_fields, record_from_mapping, require, require_layers
+from ..common.checks import (
+    coerce_fields,
+    record_from_mapping,
+    require,
+    require_finishable,
+    require_layers,
+)
 from ..common.errors import ConfigError
 from ..common.memory_budget import FLOAT32, MemoryNeed
 
-#: The dynamics model's posterior: VIME's Bayes by Backprop, or a project optimizer's VI form.
+#: The dynamics model's posterior: VIME's Bayes by Backprop, or a project optimizer's VI form
+#: (``param_explore.POSTERIORS``, each a ``param_explore.Posterior``).
 POSTERIORS = tuple(param_explore.POSTERIORS)
 #: Transitions whose information gain is computed in one pass (memory: B·K·weights).
 CHUNK = 256
 #: The largest float32: the bonus reaches the learners' rewards as float32.
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
-#: Tensors of the posterior's optimizer state per weight, besides the weight and its
-#: gradient: bbb's ε, ρ and Adam's two moments of μ and of ρ; noisy Adam's ε, m and f;
-#: noisy K-FAC's ε and its step and sample scales (its Kronecker factors come on top).
-_STATE_PER_WEIGHT = {"bbb": 6, "noisy-adam": 3, "noisy-kfac": 3}
 
 
 @dataclass(frozen=True)
@@ -44,10 +48,11 @@ class VimeConfig:
     made: an instance is a valid configuration."""
 
     kind: Literal["vime"] = "vime"
-    #: q(θ) of the dynamics model: ``bbb`` (fully factorised, Bayes by Backprop, as
-    #: released), ``noisy-adam`` (NNG-FFG) or ``noisy-kfac`` (NNG-MVG, Zhang et al. 2018
-    #: Sec. 5.4), the latter two the ``param_explore`` optimizers in their VI form.
-    posterior: Literal["bbb", "noisy-adam", "noisy-kfac"] = "bbb"
+    #: q(θ) of the dynamics model, a name of ``param_explore.POSTERIORS``: ``bbb`` (fully
+    #: factorised, Bayes by Backprop, as released), ``noisy-adam`` (NNG-FFG), ``noisy-kfac``
+    #: (NNG-MVG, Zhang et al. 2018 Sec. 5.4) or ``ivon`` (Shen et al. 2024), the last three
+    #: the ``param_explore`` optimizers in their VI form.
+    posterior: str = "bbb"
     #: η, the bonus's weight (run_trpo_expl.py l.17, l.48).
     eta: float = 1e-4
     #: Hidden layers of the dynamics model, ReLU, both layers Bayesian (l.60-61).
@@ -56,8 +61,9 @@ class VimeConfig:
     likelihood_std: float = 5.0
     #: √η_prior: the prior N(0, prior_std²) and the initial posterior std (bpe l.129).
     prior_std: float = 0.5
-    #: bbb: weight samples of its information gain's gradient (snn_n_samples, l.49; bpe
-    #: l.128). The noisy posteriors take their step at the posterior mean instead.
+    #: Weight samples of the information gain's gradient, for posteriors whose gain is a
+    #: Monte Carlo estimate (bbb: snn_n_samples, l.49; bpe l.128; ivon). Noisy Adam and noisy
+    #: K-FAC take their step at the posterior mean instead.
     num_samples: int = 10
     #: bbb: where the noise of those samples lives. ``unit``: the local reparameterisation
     #: trick as released (``bnn.py`` l.14, l.138-161) — each layer's pre-activation is
@@ -65,8 +71,8 @@ class VimeConfig:
     #: θ_k = μ + σ ε_k shared by a call's transitions. Both estimate the same gradient;
     #: the gains differ per transition (``docs/vime.md``). Training is not affected.
     bbb_gain_noise: Literal["unit", "weight"] = "unit"
-    #: Step size of the posterior's optimizer; None: Adam's 1e-4 for bbb (l.62), 1e-2 for
-    #: the noisy optimizers (a project choice).
+    #: Step size of the posterior's optimizer; None: its own (``posterior_settings``): Adam's
+    #: 1e-4 for bbb (l.62), 1e-2 for the noisy optimizers and 0.1 for ivon (project choices).
     lr: float | None = None
     #: Further settings of the posterior's optimizer (e.g. ``beta``, ``damping``).
     optimizer_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -95,6 +101,11 @@ class VimeConfig:
 
     def __post_init__(self) -> None:
         coerce_fields(self, prefix="bonus.")
+        posteriors = param_explore.POSTERIORS  # read now: a registered one counts
+        require(
+            self.posterior in posteriors,
+            f"bonus.posterior must be one of {', '.join(posteriors)}, got {self.posterior!r}",
+        )
         for key in (
             "likelihood_std", "prior_std", "updates_per_step", "second_order_step",
             "max_information_gain",
@@ -107,6 +118,9 @@ class VimeConfig:
         ):  # fmt: skip
             value = getattr(self, key)
             require(value >= 1, f"bonus.{key} must be an integer >= 1, got {value}")
+        require_finishable(
+            "bonus.updates_per_step", self.updates_per_step, "training steps of each fit"
+        )
         require(self.eta >= 0, f"bonus.eta must be >= 0, got {self.eta}")
         require(
             self.eta * self.max_information_gain <= FLOAT32_MAX,
@@ -127,9 +141,7 @@ class VimeConfig:
         if self.lr is not None:
             require(self.lr > 0, f"bonus.lr must be > 0, got {self.lr}")
         try:  # the posterior optimizer's own checks, without building it
-            param_explore.checked_hyperparameters(
-                param_explore.POSTERIORS[self.posterior], optimizer_settings(self)
-            )
+            param_explore.checked_hyperparameters(self.posterior_class, optimizer_settings(self))
         except (ValueError, TypeError) as err:
             raise ConfigError(f"bonus: {err}") from None
 
@@ -147,6 +159,24 @@ class VimeConfig:
         return dataclasses.asdict(self)
 
     @property
+    def posterior_class(self) -> type[param_explore.Posterior]:
+        """The optimizer class that holds and trains the dynamics model's posterior."""
+        return param_explore.POSTERIORS[self.posterior]
+
+    @property
+    def noise_per_unit(self) -> bool:
+        """Whether the information gain samples pre-activations, noise per unit and
+        transition (the local reparameterisation, as VIME's released code; a posterior that
+        allows it, with ``bbb_gain_noise: unit``)."""
+        return self.posterior_class.local_reparameterisation and self.bbb_gain_noise == "unit"
+
+    @property
+    def gain_samples(self) -> int:
+        """K, the weight (or unit) samples of one information gain: ``num_samples`` for a
+        Monte Carlo posterior, 1 (the mean) for the others."""
+        return self.num_samples if self.posterior_class.gain_from_samples else 1
+
+    @property
     def num_data(self) -> int:
         """N of the ELBO: the KL term counts once per this many transitions."""
         return self.kl_batches * self.pool_batch_size
@@ -156,35 +186,23 @@ class VimeConfig:
         for an env's observation and action sizes and a learner that scores
         ``batch_size`` transitions at once (a minibatch, a rollout): the transition pool
         exactly (s, a, s′ as float32, allocated whole when the bonus is made); the dynamics
-        model, its gradient and its posterior's state (:data:`_STATE_PER_WEIGHT`, noisy
-        K-FAC's factors and their eigenbases); one fit step's minibatch and activations;
-        and the information gain of a batch, taken :data:`CHUNK` transitions at a time:
-        every transition's own gradient of every weight (bbb as released: two, of μ and
-        σ, averaged over the K samples; bbb's noise per weight: one per sample, with the K
-        weight samples; the noisy posteriors: one, at the mean, and K = 1), or for noisy
-        K-FAC the mean rotated into its eigenbases in float64, and bbb's noise per unit
-        for the whole batch (K per unit and transition)."""
+        model, its gradient and its posterior's state; one fit step's minibatch and
+        activations; and the information gain of a batch, taken :data:`CHUNK` transitions
+        at a time — the last two parts of the model's and the gain's the posterior's own
+        account (``Posterior.posterior_memory``)."""
         sizes = [obs_dim + action_dim, *self.hidden_sizes, obs_dim]
         layers = list(pairwise(sizes))
-        weights = sum((a + 1) * b for a, b in layers)
-        units = sum(b for _, b in layers)
         hidden = list(self.hidden_sizes)
-        model = (2 + _STATE_PER_WEIGHT[self.posterior]) * weights
-        if self.posterior == "noisy-kfac":  # A, S and their eigenbases, per layer
-            model += 2 * sum((a + 1) ** 2 + b**2 for a, b in layers)
-        chunk = min(CHUNK, batch_size)
+        shape = GainShape(
+            layers, min(CHUNK, batch_size), batch_size, self.gain_samples, self.noise_per_unit
+        )
+        model, gain = self.posterior_class.posterior_memory(shape)
         row = 2 * obs_dim + action_dim
-        samples = f", bonus.num_samples={self.num_samples}" if self.posterior == "bbb" else ""
+        sampled = self.posterior_class.gain_from_samples
+        samples = f", bonus.num_samples={self.num_samples}" if sampled else ""
         lower = "bonus.hidden_sizes"
-        if self.posterior == "bbb" and self.bbb_gain_noise == "unit":
-            gain = 2 * chunk * weights + batch_size * self.num_samples * units
-        elif self.posterior == "bbb":
-            gain = (2 + chunk) * self.num_samples * weights
+        if sampled and not self.noise_per_unit:
             lower = "bonus.hidden_sizes or bonus.num_samples"
-        elif self.posterior == "noisy-adam":
-            gain = (2 + chunk) * weights
-        else:
-            gain = 4 * weights
         return [
             MemoryNeed(
                 f"VIME's transition pool (bonus.pool_size={self.pool_size})",
@@ -199,7 +217,7 @@ class VimeConfig:
             ),
             MemoryNeed(
                 f"VIME's fit step (bonus.pool_batch_size={self.pool_batch_size})",
-                self.pool_batch_size * (row + units) * FLOAT32,
+                self.pool_batch_size * (row + shape.units) * FLOAT32,
                 "bonus.pool_batch_size",
             ),
             MemoryNeed(
@@ -213,18 +231,12 @@ class VimeConfig:
 
 # --------------------------------------------------------------------------- the optimizer
 def optimizer_settings(config: VimeConfig) -> dict[str, Any]:
-    """The keyword arguments of the posterior's optimizer: VI with λ = 1, N =
-    ``num_data``, η = ``prior_std``², then ``lr`` and ``optimizer_kwargs``."""
-    common = dict(
-        kl_weight=1.0, num_data=float(config.num_data), prior_variance=config.prior_std**2
+    """The keyword arguments of the posterior's optimizer: its VI form for N = ``num_data``
+    and η = ``prior_std``² (``Posterior.posterior_settings``), then ``lr`` and
+    ``optimizer_kwargs``."""
+    settings = config.posterior_class.posterior_settings(
+        num_data=float(config.num_data), prior_variance=config.prior_std**2
     )
-    if config.posterior == "bbb":
-        # lasagne's Adam (bnn.py l.434-435), σ₀ = prior_sd (l.40, l.55-59)
-        settings = dict(common, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, initial_std=config.prior_std)
-    elif config.posterior == "noisy-adam":
-        settings = dict(common, lr=1e-2, initial_precision=0.0)  # Alg. 1: f from 0
-    else:  # noisy-kfac: factors and inverses every step (a 32-unit model)
-        settings = dict(common, lr=1e-2, stats_interval=1, inverse_interval=1)
     if config.lr is not None:
         settings["lr"] = config.lr
     return {**settings, **config.optimizer_kwargs}
@@ -235,8 +247,6 @@ def make_posterior_optimizer(
 ) -> param_explore.WeightSampling:
     """The optimizer that holds and trains the dynamics model's posterior (its settings were
     checked when ``config`` was made), built from the network's named parameters."""
-    cls = param_explore.POSTERIORS[config.posterior]
-    settings = optimizer_settings(config)
-    if cls.needs_module_calls:
-        return cls(network, **settings)
-    return cls(network.named_parameters(), **settings)
+    return param_explore.make_optimizer(
+        config.posterior_class, network, **optimizer_settings(config)
+    )

@@ -13,8 +13,9 @@ The information gain of a batch of transitions is computed in one pass for all o
 and for K weight samples θ_k at once: the K networks run as batched matrix products, and
 since each example's loss depends only on its own row, one backward pass of the summed
 loss gives every example's output gradients Ds; with the layer inputs a they are the
-per-example gradients Ds aᵀ of every ``Linear`` layer (rank one) that the posteriors'
-``information_gain`` take (``docs/vime.md``).
+per-example gradients Ds aᵀ of every ``Linear`` layer (rank one): the evidence
+(:class:`param_explore.SampledGradients`) every posterior's ``information_gain`` reads in
+the form it needs (``param_explore.posterior``, ``docs/vime.md``).
 
 Bayes by Backprop's gain is by default VIME's released estimator: its gradients go through
 the local reparameterisation trick (:meth:`BayesianDynamics.local_example_statistics`),
@@ -34,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-import param_explore
+from param_explore.posterior import GainEvidence, MomentGradients, SampledGradients
 
 from .config import VimeConfig, make_posterior_optimizer
 
@@ -159,22 +160,23 @@ class BayesianDynamics:
             nll.detach().transpose(0, 1),
         )
 
+    def evidence(
+        self, noises: list[Tensor], thetas: list[Tensor], stats: ExampleStatistics
+    ) -> SampledGradients:
+        """The posterior's gain evidence at the weight samples ``thetas`` (of ``noises``)."""
+        index = {name: i for i, name in enumerate(self.names)}
+        layers = [(index[weight], index[bias]) for weight, bias in self.layer_names]
+        return SampledGradients(noises, thetas, stats.inputs, stats.output_grads, layers)
+
     def dense_gradients(self, stats: ExampleStatistics) -> list[Tensor]:
         """∇θ f_b(θ_k) of every parameter: Ds aᵀ for weights, Ds for biases, (B, K, …)."""
-        grads = {}
-        for (weight, bias), a, ds in zip(self.layer_names, stats.inputs, stats.output_grads):
-            grads[weight] = ds[..., :, None] * a[..., None, :]
-            grads[bias] = ds
-        return [grads[name] for name in self.names]
+        return self.evidence([], [], stats).gradients()
 
     @property
     def noise_per_unit(self) -> bool:
         """Whether the information gain samples pre-activations, noise per unit and
-        transition (Bayes by Backprop with ``bbb_gain_noise: unit``, as released)."""
-        return (
-            isinstance(self.optimizer, param_explore.BayesByBackprop)
-            and self.config.bbb_gain_noise == "unit"
-        )
+        transition (``VimeConfig.noise_per_unit``)."""
+        return self.config.noise_per_unit
 
     def draw_unit_noise(self, examples: int, samples: int) -> list[Tensor]:
         """ε of every unit for ``examples`` transitions and ``samples`` local samples, one
@@ -188,14 +190,15 @@ class BayesianDynamics:
 
     def information_noise(self, examples: int = 1) -> list[Tensor]:
         """The noise of one information-gain call of ``examples`` transitions: K =
-        ``num_samples`` draws for Bayes by Backprop (VIME's Monte Carlo estimate of its
-        gradient) — per unit and transition (:meth:`draw_unit_noise`) or per weight, shared
-        by the transitions (:meth:`draw_noise`) — and none (ε = 0, the step at the posterior
-        mean) for the noisy posteriors (docs/decisions.md#vime)."""
+        ``num_samples`` draws for a posterior whose gain is a Monte Carlo estimate (Bayes by
+        Backprop, VIME's; IVON) — per unit and transition (:meth:`draw_unit_noise`) or per
+        weight, shared by the transitions (:meth:`draw_noise`) — and none (ε = 0, the step
+        at the posterior mean) for the others (docs/decisions.md#vime)."""
+        samples = self.config.gain_samples
         if self.noise_per_unit:
-            return self.draw_unit_noise(examples, self.config.num_samples)
-        if isinstance(self.optimizer, param_explore.BayesByBackprop):
-            return self.draw_noise(self.config.num_samples)
+            return self.draw_unit_noise(examples, samples)
+        if self.optimizer.gain_from_samples:
+            return self.draw_noise(samples)
         return [torch.zeros((1, *p.shape), dtype=p.dtype, device=p.device) for p in self.parameters]
 
     def noise_rows(self, noises: list[Tensor], rows: slice) -> list[Tensor]:
@@ -273,18 +276,13 @@ class BayesianDynamics:
         opt = self.optimizer
         if self.noise_per_unit:
             stats = self.local_example_statistics(inputs, targets, noises)
-            mean_grads, std_grads = self.local_gradients(stats)
-            return opt.information_gain_from_gradients(
-                mean_grads, std_grads, self.config.second_order_step
+            evidence: GainEvidence = MomentGradients(*self.local_gradients(stats))
+        else:
+            thetas = opt.posterior_sample(noises)
+            evidence = self.evidence(
+                noises, thetas, self.example_statistics(thetas, inputs, targets)
             )
-        thetas = opt.posterior_sample(noises)
-        stats = self.example_statistics(thetas, inputs, targets)
-        if isinstance(opt, param_explore.NoisyKFAC):
-            return opt.information_gain(stats.inputs, stats.output_grads, thetas)
-        grads = self.dense_gradients(stats)
-        if isinstance(opt, param_explore.BayesByBackprop):
-            return opt.information_gain(grads, noises, self.config.second_order_step)
-        return opt.information_gain(grads, thetas)
+        return opt.information_gain(evidence, self.config.second_order_step)
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict:

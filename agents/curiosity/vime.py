@@ -166,9 +166,9 @@ class VimeBonus:
     ) -> Tensor:
         """KL(q after one update on the transition ‖ q now) of every transition (float64,
         clipped to [0, ``max_information_gain``]; 0 where not finite, counted), in chunks of
-        :data:`CHUNK`. The noise is drawn once per call: bbb's noise per unit (as released)
-        is every transition's own, its noise per weight is shared by the call's transitions,
-        the noisy posteriors have none."""
+        :data:`CHUNK`. The noise is drawn once per call: noise per unit (bbb as released)
+        is every transition's own, noise per weight (bbb's option, ivon) is shared by the
+        call's transitions, posteriors whose gain is taken at the mean have none."""
         obs, actions, next_obs = (_rows(x, self.device) for x in (obs, actions, next_obs))
         inputs, targets = self._normalised(obs, actions, next_obs)
         noises = self.dynamics.information_noise(len(inputs))

@@ -61,6 +61,7 @@ from ..common.envs import coverage_statistics, env_id, make_env
 from ..common.errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
 from ..common.memory_budget import check_memory
 from ..common.reward_bonus import RewardBonus, scored
+from ..common.stop_requests import unless_stopped
 from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
 from .compiled_update import CompilationError, CompiledUpdate
@@ -160,7 +161,7 @@ class DDPG:
 
         strategy = cfg.strategy
         self.actor_optimizer = param_explore.make_optimizer(
-            strategy.optimizer, self.actor, **strategy.optimizer_kwargs
+            strategy.optimizer_class, self.actor, **strategy.optimizer_kwargs
         )
         #: When new weight noise is drawn (the strategy's choice unless the settings say).
         self.resample = cfg.strategy.resample
@@ -237,6 +238,9 @@ class DDPG:
         # Built at the first update (the strategy's state, ε included, exists by then).
         self._compiled_update: CompiledUpdate | None = None
         self._compile_pending = cfg.compile
+        #: The coverage of the state space its env reports since the last call: of its own
+        #: env, or, for a population's member, of its row of the population's envs.
+        self.coverage: Callable[[], dict[str, float]] = lambda: coverage_statistics(self.env)
 
     # ----------------------------------------------------------------- acting
     def _network_input(self, obs: np.ndarray | Tensor) -> Tensor:
@@ -258,30 +262,44 @@ class DDPG:
 
     def _exploration_action(self, obs: np.ndarray) -> np.ndarray:
         """The behaviour policy: θ's action, plus action noise for the action baselines."""
-        return self._with_action_noise(self.predict(obs, deterministic=False))
+        return self.with_action_noise(self.predict(obs, deterministic=False))
 
-    def _with_action_noise(self, action: np.ndarray) -> np.ndarray:
-        """The policy's action plus the action noise, if the strategy adds any, clipped."""
+    def with_action_noise(self, action: np.ndarray, draw: np.ndarray | None = None) -> np.ndarray:
+        """The policy's action plus the action noise, if the strategy adds any, clipped:
+        of the standard normal ``draw`` if given (a population's, drawn for all members),
+        else of one drawn now from :attr:`generator`."""
         if self.action_noise is None:
             return action
-        noisy = action + self.action_noise() * self._action_scale  # noise in [-1, 1] units
+        noise = self.action_noise() if draw is None else self.action_noise.of_draw(draw)
+        noisy = action + noise * self._action_scale  # noise in [-1, 1] units
         return np.clip(noisy, self._action_low, self._action_high).astype(action.dtype)
 
     def _reset_episode(self) -> None:
         seed = self.seed if self.num_episodes == 0 and self.seed is not None else None
         try:
-            self._obs, _ = self.env.reset(seed=seed)
+            obs, _ = self.env.reset(seed=seed)
         except Exception as err:  # the env's own failure: the run stops after a checkpoint
             raise EnvironmentFailure(
                 f"{self.env_id} raised {type(err).__name__}: {err} in reset, before step "
                 f"{self.num_timesteps + 1}"
             ) from err
-        self._episode_return = 0.0
-        self._episode_length = 0
+        self.start_episode(obs)
         if self.resample == "episode":
             self.actor_optimizer.resample_noise(self.generator)
+
+    def start_episode(self, obs: np.ndarray) -> None:
+        """An episode starts at ``obs`` (the env was reset): its return and length from
+        zero, the action noise's process from its start."""
+        self._obs = obs
+        self._episode_return = 0.0
+        self._episode_length = 0
         if self.action_noise is not None:
             self.action_noise.reset()
+
+    @property
+    def observation(self) -> np.ndarray | None:
+        """The observation the next action is for; None between episodes."""
+        return self._obs
 
     @property
     def between_episodes(self) -> bool:
@@ -308,13 +326,14 @@ class DDPG:
         self._begin_step()
         action = self._exploration_action(self._obs)
         done = self._act(action)
-        if self._updates_due():
-            for _ in range(self.config.gradient_steps):
+        if self.updates_due():
+            for _ in unless_stopped(self.config.gradient_steps):  # a stop: between updates
                 self.train_step()
-        self._after_updates(done, callback)
+        self.end_step(done, callback)
 
-    # The phases of one environment step, apart so that a population of members
-    # (:mod:`agents.ddpg.population`) runs each member's own and batches the rest.
+    # The phases of one environment step. The public ones are also a population's
+    # (:mod:`agents.ddpg.population`), which runs them for each member and batches the rest:
+    # the draws, acting, the envs' step, storing and the update.
     def _begin_step(self) -> None:
         """A new episode if the last one ended; new weight noise (per step)."""
         if self._obs is None:
@@ -328,22 +347,33 @@ class DDPG:
         transition = self._transition(action)
         next_obs, reward, terminated, _ = transition
         self.buffer.add(self._obs, action, reward, next_obs, terminated)
-        return self._record(action, transition)
+        return self.record(action, transition)
 
     def _transition(self, action: np.ndarray) -> Transition:
         """The env's answer to ``action``, every number checked finite."""
-        if not np.isfinite(action).all():
-            raise self._non_finite_action(action)
+        self.check_action(action)
         try:
-            next_obs, reward, terminated, truncated, _ = self.env.step(action)
+            answer = self.env.step(action)
         except Exception as err:  # the env's own failure: the run stops after a checkpoint
             raise EnvironmentFailure(
                 f"{self.env_id} raised {type(err).__name__}: {err} at step {self.num_timesteps + 1}"
             ) from err
+        return self.checked_transition(*answer[:4])
+
+    def check_action(self, action: np.ndarray) -> None:
+        """NonFiniteDataError, saying which of the agent's tensors went bad, for an action
+        that is not finite: it never reaches the env."""
+        if not np.isfinite(action).all():
+            raise self._non_finite_action(action)
+
+    def checked_transition(
+        self, next_obs: np.ndarray, reward: float, terminated: bool, truncated: bool
+    ) -> Transition:
+        """The env's answer as a :class:`Transition`, every number checked finite."""
         self._check_finite(next_obs, reward)
         return Transition(next_obs, float(reward), bool(terminated), bool(truncated))
 
-    def _record(self, action: np.ndarray, transition: Transition) -> bool:
+    def record(self, action: np.ndarray, transition: Transition) -> bool:
         """After the transition is stored: the observation statistics, the bonus's pool,
         the counters; whether the episode ended."""
         next_obs, reward, terminated, truncated = transition
@@ -359,13 +389,13 @@ class DDPG:
         self._obs = next_obs
         return terminated or truncated
 
-    def _updates_due(self) -> bool:
+    def updates_due(self) -> bool:
         """Whether this step ends with updates: once the buffer holds more than
         ``learning_starts`` transitions, ``gradient_steps`` every ``train_every`` steps."""
         cfg = self.config
         return self.num_timesteps % cfg.train_every == 0 and len(self.buffer) > cfg.learning_starts
 
-    def _after_updates(self, done: bool, callback: Callback) -> None:
+    def end_step(self, done: bool, callback: Callback) -> None:
         """The strategy's noise adaptation when due; the episode's end."""
         interval = self.actor_optimizer.noise_adaptation_interval
         enough = len(self.buffer) >= self.config.batch_size
@@ -420,7 +450,11 @@ class DDPG:
         with the model as it is now: the buffer keeps the task's own rewards, so an old
         transition's bonus falls as the model learns it (``docs/vime.md``).
         """
-        batch = self.buffer.sample(self.config.batch_size, self.generator)
+        return self.with_bonus(self.buffer.sample(self.config.batch_size, self.generator))
+
+    def with_bonus(self, batch: Batch) -> Batch:
+        """``batch`` (this agent's minibatch) with the curiosity bonus on its rewards, if
+        the agent has one: scored by the model as it is now."""
         if self.bonus is None:
             return batch
         where = f"in the update at step {self.num_timesteps}"
@@ -429,7 +463,11 @@ class DDPG:
 
     def train_step(self) -> None:
         """One DDPG update (Alg. 1-2 lines 5-10) at the current weight sample."""
-        batch = self.replayed_batch()
+        self.update(self.replayed_batch())
+
+    def update(self, batch: Batch) -> None:
+        """One DDPG update on ``batch`` (its rewards with the bonus already on them, as
+        :meth:`replayed_batch` gives it), compiled or eager as the settings say."""
         if self._compile_pending:
             self._compile_pending = False
             self._compiled_update = self._make_compiled_update()
@@ -443,6 +481,13 @@ class DDPG:
                 self._compiled_update = None
                 self._eager_update(batch)
         self.num_updates += 1
+
+    def rebind(self) -> None:
+        """Its tensors were replaced by others of the same values (a population's stacked
+        storage, of which they became views): its own update is rebuilt on them, eager,
+        when it is next needed."""
+        self._eager_update = EagerUpdate(self.learner)
+        self._compiled_update, self._compile_pending = None, False
 
     def _make_compiled_update(self) -> CompiledUpdate | None:
         try:
@@ -486,7 +531,7 @@ class DDPG:
         distance = self.action_distance()
         if distance is not None:
             statistics["action_distance"] = distance
-        return {**statistics, **coverage_statistics(self.env)}
+        return {**statistics, **self.coverage()}
 
     @torch.no_grad()
     def action_distance(self) -> float | None:

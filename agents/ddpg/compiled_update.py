@@ -74,6 +74,11 @@ def inductor_compile(graph: fx.GraphModule, inputs: list[Tensor]) -> Callable[..
         return torch._inductor.compile(graph, inputs)
 
 
+def run_traced_graph(graph: fx.GraphModule, inputs: list[Tensor]) -> fx.GraphModule:
+    """The traced update graph as it is, op by op: a backend that compiles nothing."""
+    return graph
+
+
 def _settings_key(learner: UpdateState, name: str) -> tuple:
     """An optimizer's settings as a hashable value (its groups' but their parameters)."""
     optimizer = learner.critic_optimizer if name == "critic" else learner.actor_optimizer
@@ -166,6 +171,16 @@ class CompiledUpdate:
         self._coefficient_layout: dict[str, pytree.TreeSpec] = {}
         self._compiled: Callable[..., object] | None = None
         self.bind()
+
+    def run_traced(self) -> None:
+        """Run the traced graph op by op from the next call on (after Inductor failed, or
+        for an update that is not to be compiled): it is traced again, not compiled."""
+        self.backend = run_traced_graph
+        self._compiled = None
+
+    def coefficient_layout(self, name: str) -> pytree.TreeSpec:
+        """How optimizer ``name``'s numbers are packed in :meth:`coefficients`' rows."""
+        return self._coefficient_layout[name]
 
     @property
     def _population(self) -> bool:

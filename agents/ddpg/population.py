@@ -1,26 +1,38 @@
 """A population: members of one strategy trained together as one batched program.
 
 Why: a comparison of exploration strategies is as good as its seeds, and a seed run alone
-does its per-step work — acting, the update's few hundred small operations, the Python loop
-— for one network at a time. A population does it once for all members: the update is
-:func:`agents.ddpg.update.ddpg_update` vmapped over a leading member dimension (one graph,
-one batched matrix product per layer, one optimizer step over stacked tensors: every rule
-of ``param_explore`` is elementwise or per layer), compiled as a single run's is.
+does its per-step work — acting, the env's step, the update's few hundred small operations,
+the random draws, the Python loop — for one network at a time. A population does it once
+for all members.
 
-How: every member is an ordinary :class:`~agents.ddpg.agent.DDPG` — its own seed,
-networks, optimizers, generator, env, action noise, bonus and settings — built as a single
-run builds it. The population then stacks what the update reads and writes (networks,
-targets, both optimizers' state, loss sums; the replay buffers are stacked from the start,
-:meth:`ReplayBuffer.stacked`) and makes each member's own tensors views of the stack. So
-each member's own code — acting, checkpoints, statistics, evaluation at μ — works on its
-slice, and the batched update writes every member's tensors in place. Every member draws
-its random numbers from its own generator in a single run's order (weight noise, action
-noise, minibatches), so member k is the run of its seed: tests hold a member equal to the
-single run of its seed, update for update, to float rounding.
+How: every member is an ordinary :class:`~agents.ddpg.agent.DDPG` — its own networks,
+optimizers, settings, bonus, counters and checkpoints — and the population runs the step of
+:meth:`DDPG._environment_step` with the members side by side (``docs/architecture.md``, "One
+environment step"): the phases that are a member's own are the agent's public ones
+(:meth:`DDPG.start_episode`, :meth:`~DDPG.check_action`, :meth:`~DDPG.checked_transition`,
+:meth:`~DDPG.record`, :meth:`~DDPG.with_bonus`, :meth:`~DDPG.end_step`), called for each
+member; the rest is done once for all:
 
-Members may differ in any setting the update takes as a number (a strategy's learning
-rate or Vadam's sampling constant, γ, τ, the critic's learning rate: each member's step
-numbers are its own); settings that shape the tensors or the schedule must be equal.
+* the members' envs are one vector env (:func:`agents.common.vector_envs.make_vector_env`),
+  stepped with every member's action at once, its episodes reset within the step; their test
+  episodes are another, members × test episodes, run together (:class:`SharedTestEpisodes`);
+* the update is :func:`agents.ddpg.update.ddpg_update` vmapped over a leading member
+  dimension (one graph, one batched matrix product per layer, one optimizer step over
+  stacked tensors: every rule of ``param_explore`` is elementwise or per layer), compiled as
+  a single run's is, on tensors the members' own are views of;
+* each random quantity of a step is one draw for all members, from the population's one
+  generator (:func:`population_seed`): the weight noise (one ``normal_`` into the stacked ε
+  every member's ε is a view of), the action noise ((members, action dim)), the minibatch
+  indices ((members, batch), :meth:`StackedReplayBuffer.sample`); the env's resets are the
+  vector env's own draws, seeded from the members' seeds.
+
+So a member is not the single run of its seed (its random numbers come from the population's
+stream), but its update is the single run's: given the same draws and transitions, a
+member's step equals a single run's to float rounding (``tests/test_population.py``), and
+the same population command gives the same runs.
+
+Members may differ in the settings the update takes as numbers
+(:data:`agents.settings.learners.PER_MEMBER_KEYS`); the others must be equal.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 
+import gymnasium as gym
 import numpy as np
 import torch
 from torch import Tensor
@@ -39,18 +52,22 @@ import param_explore
 from param_explore.adam_rule import adam_traceable_step
 
 from ..common.callbacks import Callback
-from ..common.errors import ConfigError
-from ..common.reward_bonus import scored
+from ..common.devices import resolve_device
+from ..common.envs import make_env
+from ..common.errors import ConfigError, EnvironmentFailure
+from ..common.evaluation import test_episodes_together
+from ..common.memory_budget import check_memory
+from ..common.reward_bonus import RewardBonus
+from ..common.stop_requests import unless_stopped
+from ..common.vector_envs import make_vector_env
+from ..settings.learners import DDPGSettings
 from .agent import DDPG, Transition
 from .compiled_update import CompilationError, CompiledUpdate, GraphState, inductor_compile
 from .observations import normalized_observations
-from .replay_buffer import Batch
-from .update import EagerUpdate
+from .replay_buffer import Batch, ReplayBuffer, StackedReplayBuffer
 
-
-def _run_traced_graph(graph: torch.fx.GraphModule, inputs: list[Tensor]) -> torch.fx.GraphModule:
-    """The traced update graph as it is, op by op: a population's eager update."""
-    return graph
+#: The test episodes of a member's evaluation: (agent, seed, final infos) → (mean, std).
+TestEpisodes = Callable[[DDPG, int, list], tuple[float, float]]
 
 
 class MemberFailure(Exception):
@@ -61,51 +78,78 @@ class MemberFailure(Exception):
         self.member, self.error = member, error
 
 
-class Population:
-    """Members of one strategy (module docstring); ``learn`` trains them together."""
+def population_seed(seeds: Sequence[int | None], step: int) -> int | None:
+    """The seed of a population's generator: of its members' seeds, in order, and the step
+    it starts at (a resumed population draws a stream of its own); None (fresh entropy)
+    when a member has none."""
+    if any(seed is None for seed in seeds):
+        return None
+    entropy = [int(step), len(seeds), *(int(seed) for seed in seeds)]
+    return int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0] >> 1)
 
-    def __init__(self, members: Sequence[DDPG], buffers: dict[str, Tensor] | None = None) -> None:
-        """``buffers``: the stacked storage the members' replay buffers are views of
-        (:meth:`ReplayBuffer.stacked`), stored into and sampled from for all at once."""
+
+class Population:
+    """Members of one strategy (module docstring) on one vector env of as many copies;
+    ``learn`` trains them together."""
+
+    def __init__(
+        self,
+        members: Sequence[DDPG],
+        envs: gym.vector.VectorEnv,
+        buffer: StackedReplayBuffer | None = None,
+    ) -> None:
+        """``envs``: the members' envs, row k member k's (SAME_STEP autoreset,
+        :mod:`agents.common.vector_envs`). ``buffer``: the stacked storage the members'
+        replay buffers are views of (:meth:`ReplayBuffer.stacked`); without it, theirs are
+        stacked into one (a copy)."""
         if not members:
             raise ConfigError("a population needs at least one member")
         self.members = list(members)
-        self.storage = buffers
-        self._check_compatible()
+        self._check_compatible(envs)
+        self.envs = envs
+        if buffer is None or buffer.members != [m.buffer for m in self.members]:
+            buffer = StackedReplayBuffer.of([m.buffer for m in self.members])
+        self.buffer = buffer
         first = self.members[0]
         self.device = first.device
+        self.generator = torch.Generator(device=self.device)
+        seed = population_seed([m.seed for m in self.members], first.num_timesteps)
+        if seed is None:
+            self.generator.seed()
+        else:
+            self.generator.manual_seed(seed)
         self._stack()
         #: The members still training; a member whose own data or update failed stops.
         self.active = list(self.members)
         self.failures: list[MemberFailure] = []
         self._on_failure: Callable[[DDPG, Exception], None] | None = None
         self._failed: set[int] = set()
+        self._index = {id(m): k for k, m in enumerate(self.members)}
+        self._obs: np.ndarray | None = None  # the envs' observations, a row per member
         self._update: CompiledUpdate | None = None
         self._update_pending = True
         self._acting: CompiledActing | None = None
         self._acting_pending = True
+        self._mean_graphs: dict[torch.Size, Callable[..., object]] = {}
+        self._coverage: list[dict[str, float]] = []
+        self._coverage_taken: set[int] = set()
+        for k, member in enumerate(self.members):
+            member.coverage = lambda k=k: self._member_coverage(k)
 
     # ----------------------------------------------------------------- building
-    def _check_compatible(self) -> None:
-        """Members share what shapes the stacked tensors and the schedule."""
+    def _check_compatible(self, envs: gym.vector.VectorEnv) -> None:
+        """Members share what shapes the stacked tensors and the schedule (the settings'
+        one rule, :meth:`DDPGSettings.shared_by_members`), their spaces, device and step."""
         first = self.members[0]
-        shaped = ("hidden_sizes", "buffer_size", "batch_size", "learning_starts",
-                  "gradient_steps", "train_every", "actor_grad_reduction", "init", "compile",
-                  "normalize_observations", "critic_layer_norm", "critic_l2_reg")  # fmt: skip
+        shared = first.config.shared_by_members()
         for member in self.members[1:]:
-            for key in shaped:
-                if getattr(member.config, key) != getattr(first.config, key):
+            theirs = member.config.shared_by_members()
+            for key, value in shared.items():
+                if theirs[key] != value:
                     raise ConfigError(
-                        f"the members of a population share {key}; got "
-                        f"{getattr(first.config, key)!r} and {getattr(member.config, key)!r}"
+                        f"the members of a population share {key}; got {value!r} and "
+                        f"{theirs[key]!r}"
                     )
-            mine, theirs = member.config.strategy, first.config.strategy
-            if (mine.optimizer, mine.layer_norm, mine.resample) != (
-                theirs.optimizer,
-                theirs.layer_norm,
-                theirs.resample,
-            ):
-                raise ConfigError("the members of a population train one strategy")
             if member.env.observation_space.shape != first.env.observation_space.shape or (
                 member.env.action_space.shape != first.env.action_space.shape
             ):
@@ -117,13 +161,19 @@ class Population:
                 or member.buffer.position != first.buffer.position
             ):
                 raise ConfigError("the members of a population start at the same step")
+        if envs.num_envs != len(self.members):
+            raise ConfigError(
+                f"a population of {len(self.members)} members steps as many envs, "
+                f"not {envs.num_envs}"
+            )
 
     def _stack(self) -> None:
-        """Stack what the update reads and writes; each member's own tensors become views
-        of the stack (module docstring). Creating optimizer state here draws nothing."""
+        """Stack what the update and the draws read and write; each member's own tensors
+        become views of the stack. Creating optimizer state here draws nothing."""
         members = self.members
-        for member in members:
-            _create_state(member)
+        #: Every member's ε of its perturbed weights, flat: one draw fills it; and its
+        #: blocks, each parameter's ε of every member (members, …).
+        self.noise, self.noise_stacks = _stack_noise([m.actor_optimizer for m in members])
         modules = ("actor", "critic", "target_actor", "target_critic")
         self.params = {
             module: _stack_parameters([getattr(m, module) for m in members]) for module in modules
@@ -137,7 +187,7 @@ class Population:
         except param_explore.UntraceableOptimizerError:  # noisy K-FAC: each member steps
             self.actor_state = None
         else:
-            self.actor_state = _stack_state(actor_steps)
+            self.actor_state = _stack_state(actor_steps, {"noise": self.noise_stacks})
             self.step_counts["actor"] = _stack_step_counts(actor_steps)
         self.loss_sums = _stack_into([m.learner for m in members], "loss_sums")
         statistics = [m.obs_statistics for m in members]
@@ -149,9 +199,7 @@ class Population:
         self.skipped = _stack_into([m.learner for m in members], "skipped")
         self.applied = torch.ones(len(members), 2, device=self.members[0].device)
         for member in members:
-            # The members' own updates read the tensors they had: rebuilt on the views.
-            member._eager_update = EagerUpdate(member.learner)
-            member._compiled_update, member._compile_pending = None, False
+            member.rebind()
 
     def graph_state(self) -> GraphState:
         """The stacked tensors, in the order each member's update reads its own."""
@@ -185,7 +233,7 @@ class Population:
         except param_explore.UntraceableOptimizerError:
             return None
         if not self.members[0].config.compile:
-            update.backend = _run_traced_graph
+            update.run_traced()
         return update
 
     def _applied(self, applied: np.ndarray) -> None:
@@ -216,7 +264,7 @@ class Population:
             for _ in range(total_steps):
                 if not self.active:
                     break
-                self._environment_step()
+                self.environment_step()
                 self.active = [m for m in self.active if self._call(m, self._on_step)]
         finally:
             for member in self.members:
@@ -242,122 +290,230 @@ class Population:
         if self._on_failure is not None:
             self._on_failure(member, error)
 
-    def _environment_step(self) -> None:
-        """One step of every active member: each member's own phases of a single run's
-        step (:meth:`DDPG._environment_step`), its acting, storing and update batched."""
-        self.active = [m for m in self.active if self._call(m, DDPG._begin_step)]
-        actions = self._actions(self.active)
-        transitions: dict[int, tuple[np.ndarray, Transition]] = {}
+    def _keep_active(self, phase: Callable[[DDPG], object]) -> None:
+        self.active = [m for m in self.active if self._call(m, phase)]
 
-        def step(member: DDPG) -> bool:
-            action = member._with_action_noise(actions[id(member)])
-            transitions[id(member)] = (action, member._transition(action))
-            return True
-
-        self.active = [m for m in self.active if self._call(m, step)]
-        if not self.active:
+    def environment_step(self) -> None:
+        """One step of every active member (``docs/architecture.md``, "One environment
+        step"): the members' own phases, one draw of each random quantity, one step of the
+        envs, one write into the buffer, one update of all."""
+        starting = self._start_episodes()
+        self._draw_weight_noise(starting)
+        actions = self._actions()
+        if self.members[0].action_noise is not None:
+            draws = torch.randn(
+                actions.shape, generator=self.generator, dtype=torch.float64, device=self.device
+            ).cpu().numpy()  # fmt: skip
+            for member in self.active:
+                k = self._index[id(member)]
+                actions[k] = member.with_action_noise(actions[k], draws[k])
+        finite = np.isfinite(actions).reshape(len(actions), -1).all(1)
+        self._keep_active(lambda m: self._row_checked(m, finite, m.check_action, actions))
+        answer = self._step_envs(actions)
+        if answer is None:
             return
-        self._store([(m, *transitions[id(m)]) for m in self.active])
-        done = {id(m): m._record(*transitions[id(m)]) for m in self.active}
-        first = self.active[0]
-        if first._updates_due():
-            for _ in range(first.config.gradient_steps):
+        next_obs, rewards, terminated, truncated, observations = answer
+        finite = np.isfinite(next_obs).reshape(len(next_obs), -1).all(1) & np.isfinite(rewards)
+        self._keep_active(
+            lambda m: self._row_checked(
+                m, finite, m.checked_transition, next_obs, rewards, terminated, truncated
+            )
+        )
+        self.buffer.add(self._obs, actions, rewards, next_obs, terminated)
+        self._obs = observations
+        done = {}
+        for member in self.active:
+            k = self._index[id(member)]
+            answer = Transition(
+                next_obs[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
+            )
+            done[id(member)] = member.record(actions[k], answer)
+        if self.active and self.active[0].updates_due():
+            steps = self.active[0].config.gradient_steps
+            for _ in unless_stopped(steps):  # a stop: between updates
                 self.train_step()
             self.active = [m for m in self.active if id(m) not in self._failed]
+        self._keep_active(lambda m: m.end_step(done[id(m)], self._callbacks[id(m)]))
 
-        def after(member: DDPG) -> bool:
-            member._after_updates(done[id(member)], self._callbacks[id(member)])
-            return True
+    def _row_checked(
+        self, member: DDPG, finite: np.ndarray, check: Callable[..., object], *rows: np.ndarray
+    ) -> None:
+        """``check`` (the member's own, which raises its error) on the member's row of
+        ``rows`` where the row is not all finite (every row is checked at once)."""
+        k = self._index[id(member)]
+        if not finite[k]:
+            check(*(row[k] for row in rows))
 
-        self.active = [m for m in self.active if self._call(m, after)]
+    def _start_episodes(self) -> np.ndarray:
+        """A new episode for every member whose last one ended (the envs reset it within
+        their step; the first call resets them all); which members start one."""
+        if self._obs is None:
+            self._obs = self._reset_envs()
+        starting = np.zeros(len(self.members), dtype=bool)
+        for member in self.active:
+            if member.between_episodes:
+                k = self._index[id(member)]
+                member.start_episode(self._obs[k])
+                starting[k] = True
+        return starting
 
-    def _actions(self, members: list[DDPG]) -> dict[int, np.ndarray]:
-        """Every active member's policy action (before action noise): one batched graph of
-        all members' θ and actor when the update is compiled, else each member's own."""
-        acting = self._acting_graph()
-        if acting is None:
-            return {id(m): m.predict(m._obs, deterministic=False) for m in members}
-        index = {id(m): k for k, m in enumerate(self.members)}
-        obs = np.zeros((len(self.members), *self.members[0].env.observation_space.shape))
-        for member in members:  # a member that stopped acts on zeros, its action unused
-            obs[index[id(member)]] = member._obs
-        actions = acting(torch.as_tensor(obs, dtype=torch.float32, device=self.device))
-        actions = actions.cpu().numpy()
-        return {id(m): actions[index[id(m)]] for m in members}
+    def _reset_envs(self) -> np.ndarray:
+        """Every env reset: from each member's seed at a run's start (its single run's first
+        episode), else from the population's stream."""
+        fresh = all(m.num_timesteps == 0 for m in self.members)
+        if fresh and all(m.seed is not None for m in self.members):
+            seeds = [m.seed for m in self.members]
+        else:
+            draw = torch.randint(2**31 - 1, (len(self.members),), generator=self.generator,
+                                 device=self.device)  # fmt: skip
+            seeds = draw.tolist()
+        try:
+            obs, _ = self.envs.reset(seed=seeds)
+        except Exception as err:  # the envs' own failure: every member's
+            raise EnvironmentFailure(
+                f"{self.members[0].env_id} raised {type(err).__name__}: {err} in reset"
+            ) from err
+        return np.array(obs)
 
-    def _store(self, stored: list[tuple[DDPG, np.ndarray, Transition]]) -> None:
-        """Every member's transition into its replay buffer: one write per field into the
-        stacked buffers when the members share them (their rows at one position)."""
-        if self.storage is None or len(stored) != len(self.members):
-            for member, action, (next_obs, reward, terminated, _) in stored:
-                member.buffer.add(member._obs, action, reward, next_obs, terminated)
+    def _draw_weight_noise(self, starting: np.ndarray) -> None:
+        """New ε for every member (per step), or for those starting an episode (per
+        episode): one ``normal_`` of every member's ε from the population's generator."""
+        if self.noise is None:
             return
-        values = {
-            "obs": np.stack([m._obs for m, _, _ in stored]),
-            "actions": np.stack([a for _, a, _ in stored]),
-            "rewards": np.array([t.reward for _, _, t in stored]),
-            "next_obs": np.stack([t.next_obs for _, _, t in stored]),
-            "terminated": np.array([float(t.terminated) for _, _, t in stored]),
-        }
-        position = stored[0][0].buffer.position
-        for name, value in values.items():
-            self.storage[name][:, position] = torch.as_tensor(value, dtype=torch.float32)
-        for member, _, _ in stored:
-            buffer = member.buffer
-            buffer.position = (position + 1) % buffer.capacity
-            buffer.size = min(buffer.size + 1, buffer.capacity)
+        changed = self.active
+        if self.members[0].resample == "step":
+            self.noise.normal_(generator=self.generator)
+        elif starting.any():  # the others keep their episode's ε (and what derives from it)
+            changed = [m for m in self.active if starting[self._index[id(m)]]]
+            fresh = torch.empty_like(self.noise).normal_(generator=self.generator)
+            starts = torch.as_tensor(starting, device=self.device)
+            offset = 0
+            for stack in self.noise_stacks.values():
+                drawn = fresh[offset : offset + stack.numel()].view_as(stack)
+                mask = starts.view(-1, *[1] * (stack.dim() - 1))
+                stack.copy_(torch.where(mask, drawn, stack))
+                offset += stack.numel()
+        else:
+            return
+        for member in changed:
+            member.actor_optimizer.noise_changed()
+
+    def _step_envs(self, actions: np.ndarray) -> tuple | None:
+        """The envs' answer to every member's action: the transitions' next observations
+        (an ended episode's last), rewards, terminations, truncations, and the
+        observations the next step acts on (an ended episode's successor's first)."""
+        stopped = [k for k, m in enumerate(self.members) if m not in self.active]
+        if stopped:  # a stopped member's env steps on: with an action of its space
+            space = self.envs.single_action_space
+            actions = actions.copy()
+            actions[stopped] = np.clip(0.0, space.low, space.high)
+        if not self.active:
+            return None
+        try:
+            obs, rewards, terminated, truncated, infos = self.envs.step(actions)
+        except Exception as err:  # the envs' own failure: every member stops
+            step = self.active[0].num_timesteps + 1
+            error = EnvironmentFailure(
+                f"{self.members[0].env_id} raised {type(err).__name__}: {err} at step {step}"
+            )
+            for member in self.active:
+                self._fail(member, error)
+            self.active = []
+            return None
+        next_obs = np.array(obs)
+        for k in np.flatnonzero(infos.get("_final_obs", ())):
+            next_obs[k] = infos["final_obs"][k]
+        return next_obs, rewards, terminated, truncated, np.array(obs)
+
+    def _actions(self) -> np.ndarray:
+        """Every member's policy action (before action noise), a row per member: one
+        batched graph of all members' θ and actor when the update is compiled, else each
+        member's own ``predict`` (a stopped member's row is zeros)."""
+        acting = self._acting_graph()
+        if acting is not None:
+            obs = torch.as_tensor(self._obs, dtype=torch.float32, device=self.device)
+            return acting(obs).cpu().numpy()
+        actions = np.zeros((len(self.members), *self.envs.single_action_space.shape),
+                           dtype=np.float32)  # fmt: skip
+        for member in self.active:
+            k = self._index[id(member)]
+            actions[k] = member.predict(self._obs[k], deterministic=False)
+        return actions
 
     def train_step(self) -> None:
-        """One update of every member: each member's own minibatch (its generator, its
-        buffer, its bonus), one batched update."""
+        """One update of every member: one draw of every member's minibatch indices, each
+        member's bonus on its own rows, one batched update."""
+        batch = self.buffer.sample(self.members[0].config.batch_size, self.generator)
+        self.update(self.with_bonuses(batch))
+
+    def update(self, batch: Batch) -> None:
+        """One update of every member on its rows of ``batch`` (members, batch, …): the
+        single run's update (:meth:`DDPG.update`), vmapped over the members."""
         if self._update_pending:
             self._update_pending = False
             self._update = self._make_update()
         if self._update is None:
-            for member in self.members:
-                member.train_step()
+            for k, member in enumerate(self.members):
+                member.update(Batch(*(field[k] for field in batch)))
             return
-        batch = self._minibatches()
         try:
             self._update(batch)
         except CompilationError as err:  # only the first call compiles
             warnings.warn(f"compile failed, training the population eagerly: {err}", stacklevel=2)
-            self._update.backend = _run_traced_graph
-            self._update._compiled = None
+            self._update.run_traced()
             self._update(batch)
         for member in self.members:
             member.num_updates += 1
 
-    def _minibatches(self) -> Batch:
-        """Each member's minibatch, as its :meth:`DDPG.replayed_batch` draws it (its
-        generator's indices into its buffer, its bonus on the rewards), stacked."""
-        if self.storage is None:
-            batches = [member.replayed_batch() for member in self.members]
-            return Batch(*(torch.stack(field) for field in zip(*batches, strict=True)))
-        size = self.members[0].config.batch_size
-        index = torch.stack([
-            torch.randint(m.buffer.size, (size,), generator=m.generator, device=self.device)
-            for m in self.members
-        ])  # fmt: skip
-        capacity = self.members[0].buffer.capacity
-        offsets = torch.arange(0, len(self.members) * capacity, capacity, device=self.device)
-        flat_index = (index + offsets[:, None]).reshape(-1)
-        batch = Batch(*(
-            self.storage[name].flatten(0, 1).index_select(0, flat_index).unflatten(0, index.shape)
-            for name in Batch._fields
-        ))  # fmt: skip
-        for k, member in enumerate(self.members):
-            if member.bonus is not None and member in self.active:
-                where = f"in the update at step {member.num_timesteps}"
-                try:
-                    extra = scored(
-                        member.bonus, batch.obs[k], batch.actions[k], batch.next_obs[k], where
-                    )
-                except (ConfigError, OSError) as err:
-                    self._fail(member, err)
-                    continue
-                batch.rewards[k] += extra.reshape(batch.rewards[k].shape)
-        return batch
+    def with_bonuses(self, batch: Batch) -> Batch:
+        """``batch`` with each active member's bonus on its rows' rewards
+        (:meth:`DDPG.with_bonus`); a member whose bonus fails stops."""
+        if self.members[0].bonus is None:
+            return batch
+        rewards = batch.rewards.clone()
+
+        def scored(member: DDPG) -> None:
+            k = self._index[id(member)]
+            rows = Batch(*(field[k] for field in batch))
+            rewards[k] = member.with_bonus(rows).rewards
+
+        for member in self.active:
+            self._call(member, scored)
+        return batch._replace(rewards=rewards)
+
+    def _member_coverage(self, k: int) -> dict[str, float]:
+        """Member ``k``'s coverage since its last call: the envs report every row's at once,
+        read when a member asks again (the members log at the same steps)."""
+        if not self._coverage or k in self._coverage_taken:
+            report = getattr(self.envs, "pop_coverage", None)
+            self._coverage = report() if report is not None else [{}] * len(self.members)
+            self._coverage_taken = set()
+        self._coverage_taken.add(k)
+        return self._coverage[k]
+
+    @torch.no_grad()
+    def mean_actions(self, obs: np.ndarray) -> np.ndarray:
+        """Every member's action at its mean μ for its rows of ``obs`` (members, rows, obs
+        dim): the actor vmapped over the stacked weights, as one graph per shape of
+        ``obs`` (traced once; compiled when the members' update is)."""
+        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        inputs = [*self.params["actor"].values(), *self.buffers.values(), *self.obs_moments]
+        inputs.append(obs_t)
+        graph = self._mean_graphs.get(obs_t.shape)
+        if graph is None:
+            names = [*self.params["actor"], *self.buffers]
+            actor = self.members[0].actor
+
+            def act(*flat: Tensor) -> Tensor:
+                weights = dict(zip(names, flat[: len(names)], strict=True))
+                moments, member_obs = flat[len(names) : -1], flat[-1]
+                if moments:  # the networks see normalised observations
+                    member_obs = normalized_observations(member_obs, *moments)
+                return functional_call(actor, weights, (member_obs,))
+
+            graph = _batched_graph(act, inputs, self.members[0].config.compile)
+            self._mean_graphs[obs_t.shape] = graph
+        return _output(graph(*inputs)).cpu().numpy()
 
     def _acting_graph(self) -> Callable[[Tensor], Tensor] | None:
         """Every member's action at its θ as one compiled graph, for a compiled population
@@ -377,6 +533,56 @@ class Population:
             return None
         self._acting = CompiledActing(self)
         return self._acting
+
+
+class SharedTestEpisodes:
+    """The test episodes of every member's evaluation at one step, run together: members ×
+    episodes envs of one vector env, stepped with one vmapped call of every member's μ,
+    each episode from its member's seed (``seed + i``, as :func:`evaluate_together`). The
+    first member whose callback evaluates at a step runs every member's; the others read
+    their results (or their own error: a member whose policy or env fails alone fails)."""
+
+    def __init__(
+        self,
+        population: Population,
+        make_envs: Callable[[int], gym.vector.VectorEnv],
+        episodes: int,
+    ) -> None:
+        self._population = population
+        self._make_envs = make_envs
+        self._episodes = episodes
+        self._envs: gym.vector.VectorEnv | None = None
+        self._seeds: dict[int, int] = {}
+        self._results: dict[int, object] = {}
+        self._step: int | None = None
+
+    def of(self, member: DDPG, seed: int) -> TestEpisodes:
+        """``member``'s test episodes, from ``seed``: what its callback runs."""
+        self._seeds[id(member)] = seed
+
+        def run(agent: DDPG, seed: int, final_infos: list) -> tuple[float, float]:
+            if self._step != agent.num_timesteps:
+                self._run_all(agent.num_timesteps)
+            result = self._results[id(agent)]
+            if isinstance(result, Exception):
+                raise result
+            mean, std, infos = result
+            final_infos.extend(infos)
+            return mean, std
+
+        return run
+
+    def _run_all(self, step: int) -> None:
+        population = self._population
+        members = population.members
+        if self._envs is None:
+            self._envs = self._make_envs(len(members) * self._episodes)
+        seeds = [self._seeds.get(id(m), 0) for m in members]
+        results = test_episodes_together(
+            population.mean_actions, self._envs, seeds, self._episodes, members[0].env_id
+        )
+        self._results = {id(m): r for m, r in zip(members, results, strict=True)}
+        self._step = step
 
 
 class CompiledActing:
@@ -401,7 +607,7 @@ class CompiledActing:
         actor, state, moments, buffers = pytree.tree_unflatten(leaves, self._spec)
         if moments:  # the networks see normalised observations
             obs = normalized_observations(obs, *moments)
-        layout = self._population._update._coefficient_layout["actor"]
+        layout = self._population._update.coefficient_layout("actor")
         c = pytree.tree_unflatten(list(coefficients.unbind()), layout)
         with torch.no_grad():
             theta = self._step.training_point(actor, state, c)
@@ -413,22 +619,59 @@ class CompiledActing:
         coefficients = self._population._update.coefficients("actor")
         inputs = [*self._inputs, *self._buffers.values(), coefficients, obs]
         if self._compiled is None:
-            graph = make_fx(vmap(self._act), tracing_mode="fake")(*inputs)
-            self._compiled = inductor_compile(graph, inputs)
-        actions = self._compiled(*inputs)
-        return actions[0] if isinstance(actions, (list, tuple)) else actions
+            self._compiled = _batched_graph(self._act, inputs, compile=True)
+        return _output(self._compiled(*inputs))
+
+
+def _batched_graph(
+    function: Callable[..., Tensor], inputs: list[Tensor], compile: bool
+) -> Callable[..., object]:
+    """``function`` of one member vmapped over the members' leading dimension of
+    ``inputs``, traced once into a graph of batched ops (no per-call vmap overhead), and
+    compiled by TorchInductor if ``compile``."""
+    graph = make_fx(vmap(function), tracing_mode="fake")(*inputs)
+    return inductor_compile(graph, inputs) if compile else graph
+
+
+def _output(result: object) -> Tensor:
+    """A traced graph's one output (a compiled graph returns it in a list)."""
+    return result[0] if isinstance(result, (list, tuple)) else result
 
 
 # --------------------------------------------------------------------------- stacking
-def _create_state(member: DDPG) -> None:
-    """ε as zeros until the member's first draw, which fills it in place from the member's
-    generator as a single run's first draw would (no random number is drawn here); the
-    other state tensors the update reads are created by the optimizers' traceable steps."""
-    optimizer = member.actor_optimizer
-    if optimizer.explores:
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                optimizer.state[p].setdefault("noise", torch.zeros_like(p))
+def _stack_noise(
+    optimizers: Sequence[param_explore.WeightSampling],
+) -> tuple[Tensor | None, dict[int, Tensor]]:
+    """Every member's ε of its perturbed weights in one flat tensor, which one ``normal_``
+    fills, and for each perturbed parameter (by index) the (members, …) stack of its ε, a
+    contiguous block of it; each member's ε (its optimizer's state) becomes a view of its
+    row of the block. None for a noise-free strategy. ε not drawn yet is zero until the
+    first draw (nothing is drawn here)."""
+    first = optimizers[0]
+    perturbed = first.perturbed()
+    if not any(perturbed):
+        return None, {}
+    count = len(optimizers)
+    params = [[p for group in o.param_groups for p in group["params"]] for o in optimizers]
+    sizes = [p.numel() for p, is_perturbed in zip(params[0], perturbed) if is_perturbed]
+    reference = params[0][0]
+    noise = torch.zeros(count * sum(sizes), dtype=reference.dtype, device=reference.device)
+    stacks: dict[int, Tensor] = {}
+    offset = 0
+    for i, p in enumerate(params[0]):
+        if not perturbed[i]:
+            for optimizer, own in zip(optimizers, params, strict=True):
+                optimizer.state[own[i]].setdefault("noise", torch.zeros_like(own[i]))
+            continue
+        stacks[i] = noise[offset : offset + count * p.numel()].view(count, *p.shape)
+        for k, (optimizer, own) in enumerate(zip(optimizers, params, strict=True)):
+            view = stacks[i][k]
+            drawn = optimizer.state[own[i]].get("noise")
+            if drawn is not None:
+                view.copy_(drawn)
+            optimizer.state[own[i]]["noise"] = view
+        offset += count * p.numel()
+    return noise, stacks
 
 
 def _stack_parameters(modules: Sequence[torch.nn.Module]) -> dict[str, Tensor]:
@@ -452,13 +695,23 @@ def _stack_buffers(actors: Sequence[torch.nn.Module]) -> dict[str, Tensor]:
     return stacked
 
 
-def _stack_state(steps: Sequence[param_explore.TraceableStep]) -> dict[str, list[Tensor]]:
+def _stack_state(
+    steps: Sequence[param_explore.TraceableStep],
+    stacked_already: dict[str, dict[int, Tensor]] | None = None,
+) -> dict[str, list[Tensor]]:
     """The optimizers' state tensors (each key, parameter by parameter) stacked; the
-    optimizers' own become views (the dicts that hold them are rewritten)."""
+    optimizers' own become views (the dicts that hold them are rewritten).
+    ``stacked_already``: key → {parameter index: stack} of state whose tensors are views of
+    that stack already (the members' ε, :func:`_stack_noise`)."""
+    stacked_already = stacked_already or {}
     stacked = {}
     for key in steps[0].state:
         stacked[key] = []
         for i in range(len(steps[0].params)):
+            given = stacked_already.get(key, {}).get(i)
+            if given is not None:
+                stacked[key].append(given)
+                continue
             tensors = [step.state[key][i] for step in steps]
             stack = torch.stack([t.detach() for t in tensors])
             stacked[key].append(stack)
@@ -494,37 +747,43 @@ def _stack_into(holders: Sequence[object], attribute: str) -> Tensor:
     return stack
 
 
-def stacked_step_counts(members: Sequence[DDPG]) -> np.ndarray:
-    """Each member's update count (for reports)."""
-    return np.array([m.num_updates for m in members])
-
-
-def make_population(
-    envs: Sequence[object],
-    configs: Sequence[object],
-    seeds: Sequence[int],
+def build_members(
+    envs: Sequence[gym.Env],
+    configs: Sequence[DDPGSettings],
+    seeds: Sequence[int | None],
     device: str | torch.device = "auto",
-    bonuses: Sequence[object | None] | None = None,
-) -> Population:
-    """Members built as single runs build them — member k on ``envs[k]`` with
-    ``configs[k]`` (its :class:`DDPGSettings`), seed ``seeds[k]`` and bonus — their replay
-    buffers rows of one stacked buffer, then stacked into a :class:`Population`."""
-    from ..common.devices import resolve_device
-    from ..common.envs import make_env
-    from .replay_buffer import ReplayBuffer
-
-    envs = [make_env(env) for env in envs]
-    first, config = envs[0], configs[0]
-    device = resolve_device(device)
+    bonuses: Sequence[RewardBonus | None] | None = None,
+) -> tuple[list[DDPG], StackedReplayBuffer]:
+    """A population's members, as single runs build them — member k on ``envs[k]`` with
+    ``configs[k]``, seed ``seeds[k]`` and bonus — after one memory check of them all, on
+    replay buffers that are rows of one stacked buffer (returned with them)."""
+    first = envs[0]
     obs_dim, action_dim = first.observation_space.shape[0], first.action_space.shape[0]
-    storage, buffers = ReplayBuffer.stacked(
-        len(envs), config.buffer_size, obs_dim, action_dim, device=device
+    device = resolve_device(device)
+    check_memory(
+        [need for config in configs for need in config.memory_needs(obs_dim, action_dim)], device
+    )
+    buffer = ReplayBuffer.stacked(
+        len(envs), configs[0].buffer_size, obs_dim, action_dim, device=device
     )
     bonuses = bonuses or [None] * len(envs)
     members = [
-        DDPG(env, cfg, seed=seed, device=device, bonus=bonus, replay_buffer=buffer)
-        for env, cfg, seed, bonus, buffer in zip(
-            envs, configs, seeds, bonuses, buffers, strict=True
+        DDPG(env, config, seed=seed, device=device, bonus=bonus, replay_buffer=rows)
+        for env, config, seed, bonus, rows in zip(
+            envs, configs, seeds, bonuses, buffer.members, strict=True
         )
     ]
-    return Population(members, storage)
+    return members, buffer
+
+
+def make_population(
+    env: str,
+    configs: Sequence[DDPGSettings],
+    seeds: Sequence[int | None],
+    device: str | torch.device = "auto",
+    bonuses: Sequence[RewardBonus | None] | None = None,
+) -> Population:
+    """A population of members on the env of id ``env`` (member k with ``configs[k]``, seed
+    ``seeds[k]`` and bonus), its envs :func:`~agents.common.vector_envs.make_vector_env`'s."""
+    members, buffer = build_members([make_env(env) for _ in seeds], configs, seeds, device, bonuses)
+    return Population(members, make_vector_env(env, len(seeds)), buffer)

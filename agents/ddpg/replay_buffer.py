@@ -72,18 +72,14 @@ class ReplayBuffer(RingBuffer):
         obs_dim: int,
         action_dim: int,
         device: torch.device | str = "cpu",
-    ) -> tuple[dict[str, Tensor], list[ReplayBuffer]]:
-        """One buffer per member whose tensors are views of ``members``-stacked storage
-        (allocated once, never copied): the storage and the members' buffers."""
+    ) -> StackedReplayBuffer:
+        """A population's buffer: ``members`` buffers stacked along a leading member
+        dimension, allocated once (:class:`StackedReplayBuffer`)."""
         storage = {
             name: torch.zeros((members, *shape), dtype=torch.float32, device=device)
             for name, shape in cls.shapes(capacity, obs_dim, action_dim).items()
         }
-        buffers = [
-            cls(capacity, obs_dim, action_dim, device, {k: v[i] for k, v in storage.items()})
-            for i in range(members)
-        ]
-        return storage, buffers
+        return StackedReplayBuffer(storage, capacity, obs_dim, action_dim, device)
 
     def add(
         self,
@@ -112,3 +108,82 @@ class ReplayBuffer(RingBuffer):
             self.next_obs[index],
             self.terminated[index],
         )
+
+
+class StackedReplayBuffer:
+    """The replay buffers of a population's members as one: each field one tensor of
+    (members, capacity, …), written for every member at once (the members step together, so
+    their rows share one position) and sampled for every member at once — one index draw
+    of (members, batch), one gather per field.
+
+    :attr:`members` are the members' own :class:`ReplayBuffer`\\s, views of the storage
+    (what a member's checkpoint saves and loads, its ``len``), kept at the stack's position.
+    """
+
+    def __init__(
+        self,
+        storage: dict[str, Tensor],
+        capacity: int,
+        obs_dim: int,
+        action_dim: int,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        self.storage = storage
+        self.capacity = capacity
+        self.device = torch.device(device)
+        count = storage["obs"].shape[0]
+        self.members = [
+            ReplayBuffer(
+                capacity, obs_dim, action_dim, device, {k: v[i] for k, v in storage.items()}
+            )
+            for i in range(count)
+        ]
+        self._offsets = torch.arange(0, count * capacity, capacity, device=self.device)
+
+    @classmethod
+    def of(cls, buffers: list[ReplayBuffer]) -> StackedReplayBuffer:
+        """Buffers at one position stacked into new storage (a copy); the buffers become
+        views of it, as :meth:`ReplayBuffer.stacked`'s are."""
+        first = buffers[0]
+        storage = {
+            name: torch.stack([getattr(b, name) for b in buffers]) for name in ReplayBuffer.fields
+        }
+        stacked = cls(storage, first.capacity, first.obs.shape[1], first.actions.shape[1],
+                      first.device)  # fmt: skip
+        for mine, theirs in zip(stacked.members, buffers, strict=True):
+            for name in ReplayBuffer.fields:
+                setattr(theirs, name, getattr(mine, name))
+        stacked.members = list(buffers)
+        return stacked
+
+    @property
+    def position(self) -> int:
+        return self.members[0].position
+
+    def __len__(self) -> int:
+        return len(self.members[0])
+
+    def add(
+        self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+        next_obs: np.ndarray, terminated: np.ndarray,
+    ) -> None:  # fmt: skip
+        """One transition of every member (each argument one row per member)."""
+        i = self.position
+        values = (obs, actions, rewards, next_obs, terminated)
+        for name, value in zip(ReplayBuffer.fields, values, strict=True):
+            self.storage[name][:, i] = torch.as_tensor(np.asarray(value, dtype=np.float32))
+        for buffer in self.members:
+            buffer.position = (i + 1) % self.capacity
+            buffer.size = min(buffer.size + 1, self.capacity)
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
+        """``batch_size`` transitions of each member, drawn uniformly with replacement: one
+        draw of (members, ``batch_size``) indices; fields of (members, ``batch_size``, …)."""
+        count = len(self.members)
+        index = torch.randint(len(self), (count, batch_size), generator=generator,
+                              device=self.device)  # fmt: skip
+        flat = (index + self._offsets[:, None]).reshape(-1)
+        return Batch(*(
+            self.storage[name].flatten(0, 1).index_select(0, flat).unflatten(0, index.shape)
+            for name in ReplayBuffer.fields
+        ))  # fmt: skip

@@ -82,6 +82,7 @@ from .sigma_report import SIGMA_FILES, write_sigma_report
 from .strategy_aggregates import AGGREGATE_DIR, BANDS, write_strategy_aggregates
 from .success_report import SUCCESS_FILES, write_success_report
 from .task_scores import Task, group_tasks
+from .ticks import step_ticks
 
 #: The published table's early columns (``docs/decisions.md#published-curves``).
 DEFAULT_CHECKPOINTS = (50_000, 100_000, 200_000, 500_000, 1_000_000)
@@ -193,7 +194,10 @@ def plot_comparison(
 ) -> Figure:
     """A line and band per curve in the form ``figure`` (:data:`FIGURES`), a panel per
     task; each strategy's published runs in its colour, mean ± s.e. as released
-    (``published``: strategy → run → curve, for the tasks it belongs to)."""
+    (``published``: strategy → run → curve, for the tasks it belongs to), over the
+    measured span. A published run with fewer than two tests in that span (runs shorter
+    than its test interval) is not drawn, so a panel's legend lists only the lines on
+    it, and its title names the line styles only when a published run is drawn."""
     fig, axes = plt.subplots(1, len(tasks), figsize=(11.5 * len(tasks), 5.5), squeeze=False)
     drawn_any = False
     for ax, task in zip(axes[0], tasks):
@@ -207,9 +211,11 @@ def plot_comparison(
             runs = published.get(curve.strategy) if curve.env == task.env else None
             if not runs or curve.strategy in drawn:
                 continue
-            drawn.add(curve.strategy)
             for run, reference in runs.items():
                 span = reference_span(curve, reference)
+                if len(span.steps) < 2:  # a point, not a curve: the table gives it
+                    continue
+                drawn.add(curve.strategy)
                 ax.plot(
                     span.steps,
                     span.mean,
@@ -222,17 +228,56 @@ def plot_comparison(
                     ax.fill_between(span.steps, low, high, color=color, alpha=0.08)
         drawn_any |= bool(drawn)
         ax.set_xlabel("environment steps")
+        step_ticks(ax.xaxis)
         ax.set_ylabel(f"test return ({FIGURES[figure]})")
-        title = f"{task.env} — solid: measured"
+        title = task.env
         if drawn and citation:
             styles = "; ".join(f"{_RUN_STYLES[r]} {RUN_TITLES[r]}" for r in next(iter(
                 published.values())))  # fmt: skip
-            title += f"\n{citation}: {styles}"
+            title += f" — solid: measured\n{citation}: {styles}"
         ax.set_title(title, fontsize="medium")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
+
+
+def _undrawn_references(
+    tasks: list[Task], envs: set[str], published: dict[str, Published], name: str
+) -> list[str]:
+    """Notes on the published curves :func:`plot_comparison` leaves out beside ``envs``:
+    those with fewer than two published tests within the measured runs' span."""
+    notes = []
+    for task in (t for t in tasks if t.env in envs):
+        short = sorted({
+            c.strategy for c in task.curves for r in published.get(c.strategy, {}).values()
+            if len(reference_span(c, r).steps) < 2
+        })  # fmt: skip
+        if short:
+            notes.append(
+                f"{name}'s published curves of {', '.join(short)} are not drawn beside "
+                f"{task.env}: the measured runs span fewer than two of its tests (the table "
+                "gives the published values nearest the --at steps)"
+            )
+    return notes
+
+
+def checkpoint_notes(curves: list[Curve], checkpoints: tuple[int, ...]) -> list[str]:
+    """One note per ``--at`` step the table cannot give as asked: beyond every run (no
+    column: the table keeps the steps some run reached), or reached without an
+    evaluation at that step by some curve (a '–' in its row)."""
+    reached = max(int(c.steps[-1]) for c in curves)
+    notes = []
+    for step in checkpoints:
+        if step > reached:
+            notes.append(f"--at {step}: no run reached it (the longest ends at step "
+                         f"{reached}), so the table has no column for it")  # fmt: skip
+            continue
+        missing = [c.name for c in curves if step not in c.steps]
+        if missing:
+            notes.append(f"--at {step}: no evaluation at that step by {', '.join(missing)} "
+                         "('–' in the table)")  # fmt: skip
+    return notes
 
 
 def _tables(rows: list[dict], columns: list[tuple[str, str]], checkpoints, runs, out_dir: Path):
@@ -322,6 +367,7 @@ def write_outputs(
             for strategy, curve in by_strategy.items():
                 published_by_strategy.setdefault(strategy, {})[run] = curve
         tasks_with_reference = set(beside)
+        notes += _undrawn_references(tasks, tasks_with_reference, published_by_strategy, name)
     reached = max(int(c.steps[-1]) for c in curves)
     checkpoints = tuple(s for s in checkpoints if s <= reached)
     rows = []
@@ -492,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
         if not curves:
             fail(f"no <strategy>/seed*/{EVAL_CSV} with evaluations under "
                  f"{', '.join(map(str, runs_dirs))}")  # fmt: skip
+        if args.at:
+            notes += checkpoint_notes(curves, checkpoints)
         with _staged(out_dir) as staging:
             compared = list(zip(runs_dirs, labels))
             appendix = write_coverage_report(compared, keep, staging, notes)

@@ -10,7 +10,9 @@ returns the Markdown section that ``comparison.md`` ends with.
 
 Every method of a task is scored at the task's common step (:attr:`Task.end`), and a
 note says so when some ran further. A method with one seed gets point estimates only: the
-tables say "no interval", the CSV files leave the ends empty, and a note names it.
+tables say "no interval", the CSV files leave the ends empty, and a note names it. Under
+:data:`FEW_SEEDS` seeds, the figure's title and the task's table say that the intervals
+are rough (:func:`few_seeds_caution`).
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ from .intervals import (
     performance_profiles,
 )
 from .task_scores import SCORES, Across, Task, across_tasks
+from .ticks import few_ticks
 
 ACROSS = "across tasks"
+#: Below this many seeds per method, intervals are flagged as rough (:func:`few_seeds_caution`).
+FEW_SEEDS = 5
 #: Thresholds of a performance profile: this many, evenly spaced over the scores' range.
 PROFILE_POINTS = 101
 _STATISTIC_TITLES = {"iqm": "IQM", "mean": "mean", "optimality_gap": "optimality gap"}
@@ -132,7 +137,8 @@ def _markdown(estimates: list[Estimates], reps: int, seed: int, descriptions: li
         if e.scope == ACROSS:
             lines += [f"Normalisation: {d}." for d in descriptions] + [""]
         else:
-            lines += [f"Scores: {e.unit}.", ""]
+            caution = few_seeds_caution(e.runs)
+            lines += [f"Scores: {e.unit}." + (f" **Caution: {caution}.**" if caution else ""), ""]
         header = [f"{SCORES[s]} {_STATISTIC_TITLES[t]}" for s in e.intervals for t in statistics]
         runs = "runs × tasks" if e.scope == ACROSS else "runs"
         lines += [
@@ -173,24 +179,61 @@ def _interval_panel(
     ax.invert_yaxis()
     ax.set_title(title, fontsize="medium")
     ax.grid(alpha=0.3, axis="x")
+    # a bar's base sticks to the axis' edge (matplotlib's sticky edges): a margin by hand
+    ends = [x for i in methods.values() for x in (i.point, i.lower, i.upper) if np.isfinite(x)]
+    low, high = min(ends), max(ends)
+    pad = 0.08 * (high - low) or 0.05 * abs(low) or 1.0
+    ax.set_xlim(low - pad, high + pad)
+    few_ticks(ax.xaxis)
+
+
+def few_seeds_caution(runs: dict[str, int]) -> str | None:
+    """A caution for estimates that rest on fewer than :data:`FEW_SEEDS` seeds per method
+    (``runs``: method → seeds), e.g. "n = 2 seeds: the 95 % intervals are rough"; None
+    when every method with an interval has enough. A stratified bootstrap over two or three
+    runs resamples little more than their range: its interval reads as precise and is
+    not. Methods with one seed have no interval at all (:func:`task_notes` says so)."""
+    methods = [m for m, n in runs.items() if 1 < n < FEW_SEEDS]
+    if not methods:
+        return None
+    few = sorted({runs[m] for m in methods})
+    n = str(few[0]) if len(few) == 1 else f"{few[0]}–{few[-1]}"
+    which = "" if len(methods) == sum(n > 1 for n in runs.values()) else f" ({', '.join(methods)})"
+    return (f"n = {n} seeds{which}: the {CONFIDENCE:.0%} intervals are rough (fewer than "
+            f"{FEW_SEEDS} seeds per method)")  # fmt: skip
 
 
 def plot_intervals(estimates: list[Estimates], colors: dict[str, str]) -> plt.Figure:
-    """One row per scope: IQM and mean of the final score and of the score over the curve."""
+    """One row per scope: IQM and mean of the final score and of the score over the curve.
+
+    The row across tasks is drawn only when there are several tasks (of one task it
+    repeats that task's row on a normalised scale); each panel is titled in two lines
+    (a task's name beside the statistic ran into the next panel), its axis takes a few
+    round ticks (:mod:`.ticks`) and a margin keeps the bars off its edges; the figure's
+    title cautions when the intervals rest on few seeds (:func:`few_seeds_caution`).
+    """
     columns = [(s, t) for s in SCORES for t in ("iqm", "mean")]
-    rows = len(estimates)
-    height = max(len(e.runs) for e in estimates) * 0.35 + 1.2
-    fig, axes = plt.subplots(rows, len(columns), figsize=(14, height * rows), squeeze=False)
-    for r, e in enumerate(estimates):
+    tasks = [e for e in estimates if e.scope != ACROSS]
+    shown = estimates if len(tasks) > 1 else tasks
+    height = max(len(e.runs) for e in shown) * 0.35 + 1.6
+    fig, axes = plt.subplots(
+        len(shown), len(columns), figsize=(14, height * len(shown)), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    for r, e in enumerate(shown):
         for c, (score, statistic) in enumerate(columns):
+            ax = axes[r, c]
             methods = {m: e.intervals[score][m][statistic] for m in e.runs}
-            title = f"{e.scope}: {SCORES[score]} {_STATISTIC_TITLES[statistic]}"
-            _interval_panel(axes[r, c], methods, colors, title)
-            axes[r, c].set_xlabel(e.unit)
+            title = f"{e.scope}\n{SCORES[score]} {_STATISTIC_TITLES[statistic]}"
+            _interval_panel(ax, methods, colors, title)
+            ax.set_xlabel(e.unit)
             if c:
-                axes[r, c].set_yticklabels([])
-    fig.suptitle(f"point estimate (black) and {CONFIDENCE:.0%} bootstrap interval (bar)")
-    fig.tight_layout()
+                ax.set_yticklabels([])
+    title = f"point estimate (black) and {CONFIDENCE:.0%} bootstrap interval (bar)"
+    cautions = {few_seeds_caution(e.runs) for e in tasks} - {None}
+    if cautions:
+        title += "\n" + "; ".join(sorted(cautions))
+    fig.suptitle(title, color="firebrick" if cautions else "black")
     return fig
 
 

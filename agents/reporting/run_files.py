@@ -11,7 +11,10 @@ strategy. Nothing is averaged that should not be, and nothing is left out withou
   averaged together);
 * a seed without evaluations, and a strategy whose seeds share no evaluation step, are
   dropped with a note saying so; a seed that stopped early shortens its strategy's curve
-  (the curve covers the steps every seed reached), also with a note.
+  (the curve covers the steps every seed reached), also with a note; a seed without a
+  ``config.yaml`` is compared with a note (its env is its directory's name);
+* a grid's end-of-run aggregates (``skipped``) leave a run they cannot read out, naming
+  it once, instead of stopping: the grid has reported that run's failure.
 
 A run's env is the ``env`` of its ``config.yaml``; a run without one (e.g. written by
 ``RunLogger`` alone) belongs to the env its directory is named after (``runs/<env>``).
@@ -31,7 +34,7 @@ import numpy as np
 import yaml
 
 from ..common.bounded_yaml import read_yaml_file
-from ..common.errors import ConfigError
+from ..common.errors import ConfigError, DamagedFileError
 from ..runs.run_logger import EVAL_CSV, read_eval_csv
 from .curves import Curve
 
@@ -115,6 +118,8 @@ def read_evaluations(path: Path) -> tuple[dict[int, float], dict[int, float] | N
         returns = [float(row["mean_return"]) for row in rows]
         has_success = bool(rows) and all(row.get(SUCCESS) is not None for row in rows)
         success = [float(row[SUCCESS]) for row in rows] if has_success else None
+    except DamagedFileError as err:  # names the file already
+        raise RunFileError(str(err)) from None
     except _READ_ERRORS as err:
         raise RunFileError(f"{path} is damaged: {err}") from None
     seen: set[int] = set()
@@ -168,10 +173,15 @@ def _strategy_curve(
 
 
 def load_runs(
-    runs_dir: str | Path, label: str | None = None, strategies: set[str] | None = None
+    runs_dir: str | Path,
+    label: str | None = None,
+    strategies: set[str] | None = None,
+    skipped: list[str] | None = None,
 ) -> tuple[list[Curve], list[str]]:
     """Every strategy's curve under ``runs_dir`` (those in ``strategies`` if given) and the
-    notes on what was dropped."""
+    notes on what was dropped. With a ``skipped`` list (a grid's end-of-run aggregates,
+    whose failed runs the grid has reported already) a run whose files cannot be read is
+    left out and named there, once, rather than stopping the reading."""
     runs_dir = Path(runs_dir)
     curves: list[Curve] = []
     notes: list[str] = []
@@ -180,18 +190,42 @@ def load_runs(
             continue
         runs = []
         for seed_dir in sorted(p for p in strategy_dir.glob("seed*") if p.is_dir()):
-            csv_path = seed_dir / EVAL_CSV
-            if not csv_path.exists():
-                notes.append(f"dropped {seed_dir}: it has no {EVAL_CSV}")
+            try:
+                run = _seed_run(seed_dir, runs_dir.name, notes)
+            except RunFileError as err:
+                if skipped is None:
+                    raise
+                skipped.append(str(err))  # names the file, so the run
                 continue
-            returns, success = read_evaluations(csv_path)
-            if not returns:
-                notes.append(f"dropped {seed_dir}: its {EVAL_CSV} holds no evaluation")
-                continue
-            env = read_env(seed_dir, default=runs_dir.name)
-            runs.append(SeedRun(seed_dir.name, env, returns, success))
+            if run is not None:
+                runs.append(run)
+        unrecorded = [r.name for r in runs if not (strategy_dir / r.name / CONFIG_YAML).exists()]
+        if unrecorded:  # its env is its directory's name, which nothing checks
+            notes.append(
+                f"{strategy_dir}: {', '.join(unrecorded)} without {CONFIG_YAML}, compared as "
+                f"run(s) of {runs_dir.name} with settings nothing records"
+            )
         if runs:
-            curve = _strategy_curve(strategy_dir, runs, label, notes)
+            try:
+                curve = _strategy_curve(strategy_dir, runs, label, notes)
+            except RunFileError as err:
+                if skipped is None:
+                    raise
+                skipped.append(str(err))  # names the strategy's directory
+                continue
             if curve is not None:
                 curves.append(curve)
     return curves, notes
+
+
+def _seed_run(seed_dir: Path, default_env: str, notes: list[str]) -> SeedRun | None:
+    """One seed directory's evaluations and env; None (with a note) when it has none."""
+    csv_path = seed_dir / EVAL_CSV
+    if not csv_path.exists():
+        notes.append(f"dropped {seed_dir}: it has no {EVAL_CSV}")
+        return None
+    returns, success = read_evaluations(csv_path)
+    if not returns:
+        notes.append(f"dropped {seed_dir}: its {EVAL_CSV} holds no evaluation")
+        return None
+    return SeedRun(seed_dir.name, read_env(seed_dir, default_env), returns, success)

@@ -10,7 +10,8 @@ into ``explore.csv``. For every strategy whose runs have them:
 * ``sigma.csv``: per task, strategy and logged step, the median over seeds of each of
   those columns;
 * ``sigma.png``: per task, the median σ against steps with its 10th–90th percentile band
-  (each the median over seeds), log scale, and the action distance below;
+  (each the median over seeds), on a log axis when the σ drawn span a decade and a linear
+  one otherwise (:func:`sigma_scale`), and the action distance below;
 * a section of ``comparison.md``: per task and strategy, σ at the first and the last
   logged step (10th, 50th and 90th percentile), how far the median moved, the layer whose
   median σ fell most, and the action distance at the first and last step.
@@ -23,6 +24,7 @@ committed files only.
 from __future__ import annotations
 
 import csv
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +33,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
 
 from ..runs.explore_log import EXPLORE_CSV, read_explore_csv
 from .run_files import compared_runs
+from .ticks import few_ticks, step_ticks
 
 SIGMA_FILES = ("sigma.csv", "sigma.png")
 #: The columns every run of a reported strategy has (``param_explore``'s SIGMA_QUANTILES).
@@ -86,7 +92,20 @@ def _strategy_curves(
         ])
         for column in columns
     }  # fmt: skip
+    empty = [column for column, v in values.items() if np.isnan(v).all()]
+    if empty:
+        notes.append(f"{where}: no seed logged a value of {', '.join(empty)} at any shared "
+                     "step; left blank in the σ report")  # fmt: skip
     return SigmaCurves(env, strategy, np.array(steps), values)
+
+
+def _over_seeds(values: np.ndarray) -> np.ndarray:
+    """The median over seeds (axis 0) of the values logged; NaN (blank in the report) where
+    no seed logged one: the action distance before the buffer holds a minibatch, a column
+    no seed has (:func:`_strategy_curves` notes that), not a warning of numpy's."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "All-NaN slice encountered", RuntimeWarning)
+        return np.nanmedian(values, axis=0)
 
 
 def sigma_curves(
@@ -115,7 +134,7 @@ def sigma_rows(curves: list[SigmaCurves]) -> list[dict[str, object]]:
     rows = []
     for c in curves:
         columns = list(c.values)
-        medians = {column: np.nanmedian(c.values[column], axis=0) for column in columns}
+        medians = {column: _over_seeds(c.values[column]) for column in columns}
         for i, step in enumerate(c.steps):
             row: dict[str, object] = {"env": c.env, "strategy": c.strategy, "step": int(step)}
             row["seeds"] = c.values[QUANTILES[1]].shape[0]
@@ -127,30 +146,77 @@ def sigma_rows(curves: list[SigmaCurves]) -> list[dict[str, object]]:
     return rows
 
 
+#: σ is drawn on a log axis when the values on it span at least this ratio (a decade).
+LOG_SPAN = 10.0
+
+
+def sigma_scale(ax: Axes, values: np.ndarray) -> str:
+    """Give ``ax`` the scale, limits and tick labels that show the σ ``values`` drawn on
+    it, and return the scale (``log`` or ``linear``).
+
+    A sweep over σ₀ spreads the strategies' σ over decades (1/√c for c from 10 to 10⁴):
+    on a log axis each line stands apart. One strategy's σ often moves by less than one
+    per cent (Vadam's N·s small beside c): a log axis draws that as a flat line on its top
+    edge, the band invisible, the ticks 9.999×10⁻³. So a log axis only when the values span
+    a decade or more; otherwise a linear one, whose ticks are plain decimals with the
+    digits that tell them apart (no offset to add in one's head). Either way a margin
+    keeps the lines off the edges, and a σ that never moved gets a band of ±5 % around it.
+    """
+    finite = values[np.isfinite(values) & (values > 0)]
+    if finite.size == 0:
+        return ax.get_yscale()
+    low, high = float(finite.min()), float(finite.max())
+    if high / low >= LOG_SPAN:
+        ax.set_yscale("log")
+        ax.margins(y=0.06)
+        return "log"
+    ax.set_yscale("linear")
+    if high == low:
+        ax.set_ylim(low * 0.95, high * 1.05)
+    else:
+        pad = 0.08 * (high - low)
+        ax.set_ylim(low - pad, high + pad)
+    few_ticks(ax.yaxis, nbins=5)
+    ax.yaxis.set_major_formatter(ScalarFormatter(useOffset=False))
+    return "linear"
+
+
 def plot_sigma(curves: list[SigmaCurves], colors: dict[str, str]) -> Figure:
-    """Median σ (10th–90th percentile band) and the action distance, a column per task."""
+    """Median σ (10th–90th percentile band) and the action distance, a column per task.
+
+    The y-axis titles stand at the left column only, aligned, in two short lines (one
+    title per row is enough to read, and long ones ran into each other); σ's axis is
+    chosen by :func:`sigma_scale`; the legend lists each strategy drawn, in any column.
+    """
     envs = list(dict.fromkeys(c.env for c in curves))
     fig, axes = plt.subplots(
-        2, len(envs), figsize=(6.5 * len(envs), 8.0), squeeze=False, layout="constrained"
-    )
+        2, len(envs), figsize=(max(6.5 * len(envs), 7.5), 8.0), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    legend: dict[str, Artist] = {}
     for column, env in enumerate(envs):
         top, bottom = axes[0][column], axes[1][column]
+        drawn = []
         for c in (c for c in curves if c.env == env):
             color = colors.get(c.strategy, "C0")
             low, median, high = (c.median(q) for q in QUANTILES)
-            top.plot(c.steps, median, color=color, label=c.strategy)
-            top.fill_between(c.steps, low, high, color=color, alpha=0.15)
+            (line,) = top.plot(c.steps, median, color=color, label=c.strategy)
+            legend.setdefault(c.strategy, line)
+            top.fill_between(c.steps, low, high, color=color, alpha=0.2, linewidth=0)
+            drawn += [low, median, high]
             if DISTANCE in c.values:
-                bottom.plot(c.steps, np.nanmedian(c.values[DISTANCE], axis=0), color=color)
-        top.set_yscale("log")
+                bottom.plot(c.steps, _over_seeds(c.values[DISTANCE]), color=color)
+        sigma_scale(top, np.concatenate(drawn))
         top.set_title(env, fontsize="medium")
-        top.set_ylabel("σ of the actor's weights: median (band: 10th–90th percentile)")
-        bottom.set_ylabel("action distance (units of half the action range)")
         bottom.set_xlabel("environment steps")
         for ax in (top, bottom):
             ax.grid(alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize="x-small", loc="outside lower center", ncols=5)
+            step_ticks(ax.xaxis)
+    axes[0][0].set_ylabel("σ of the actor's weights\n(median; band: 10th–90th percentile)")
+    axes[1][0].set_ylabel("action distance\n(units of half the action range)")
+    fig.align_ylabels(axes[:, 0])
+    fig.legend(list(legend.values()), list(legend), fontsize="small", loc="outside lower center",
+               ncols=min(len(legend), 4))  # fmt: skip
     return fig
 
 
@@ -158,10 +224,11 @@ def _shrunk_most(c: SigmaCurves) -> str:
     """The layer whose median σ (over seeds) fell most from the first logged step to the
     last, with its ratio; '–' without layer columns or when none fell."""
     ratios = {
-        layer: float(np.nanmedian(c.values[_LAYER + layer][:, -1]
-                                  / c.values[_LAYER + layer][:, 0]))
+        layer: float(_over_seeds(c.values[_LAYER + layer][:, -1]
+                                 / c.values[_LAYER + layer][:, 0]))
         for layer in c.layers
     }  # fmt: skip
+    ratios = {layer: ratio for layer, ratio in ratios.items() if not np.isnan(ratio)}
     if not ratios or min(ratios.values()) >= 1.0:
         return "–"
     layer = min(ratios, key=ratios.__getitem__)
@@ -185,7 +252,7 @@ def sigma_section(curves: list[SigmaCurves]) -> str:
             ratio = np.median(c.values[QUANTILES[1]][:, -1] / c.values[QUANTILES[1]][:, 0])
             distance = "–"
             if DISTANCE in c.values:
-                d = np.nanmedian(c.values[DISTANCE], axis=0)
+                d = _over_seeds(c.values[DISTANCE])
                 distance = f"{d[0]:.3g} → {d[-1]:.3g}"
             lines.append(
                 f"| {c.strategy} | {c.values[QUANTILES[1]].shape[0]} | {at[0]} ({_k(first)}) | "

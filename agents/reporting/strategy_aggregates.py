@@ -1,57 +1,104 @@
-"""Strategies, not only runs, in TensorBoard: the mean over seeds with a band.
+"""Strategies, not only runs, in TensorBoard: the mean over seeds with a band, each named.
 
 ``tensorboard --logdir runs/<env>`` shows one line per run. To show which *strategy* is
 ahead, :func:`write_strategy_aggregates` adds one TensorBoard run per strategy,
 ``<env_dir>/compare/<strategy>/``, holding at every step that all of the strategy's seeds
 have reached (seeds that stopped early limit the steps)::
 
-    strategy/eval_return          mean over seeds of eval/mean_return (the paper's metric)
-    strategy/eval_return_lower    lower end of the band
-    strategy/eval_return_upper    upper end of the band
-    strategy/sigma_mean[_lower|_upper]   the same for explore/sigma_mean
+    strategy/eval_return[_lower|_upper]      mean over seeds of eval/mean_return (the
+                                             paper's metric) and its band
+    strategy/sigma_mean[_lower|_upper]       the same for explore/sigma_mean, as is
+    strategy/sigma_change[_lower|_upper]     σ's change since its first record, in %
+    strategy/<strategy>/eval_return[…], strategy/<strategy>/sigma_change[…]
+                                             the same values under the strategy's name
 
 The band (``band``) is either ``ci``, the 95 % interval of the mean over seeds from
 rliable's stratified bootstrap at each step (:func:`agents.reporting.intervals.mean_band`;
 the default of ``compare_runs`` and of every grid), or ``se``, ± one standard error (std
-over seeds, ddof 1, / √seeds). Each aggregate run also holds the text ``strategy/band``
-saying which. The comparison layout (TensorBoard's *Custom Scalars* tab) draws each triple
-as a margin chart: every strategy's mean as a line with its band, the paper's Figure 5
-inside TensorBoard. The evaluation curve comes from each run's ``eval.csv``, σ from its
-event files (read with TensorBoard's own event reader). Writing again replaces a
-strategy's aggregate events, so no step appears twice.
+over seeds, ddof 1, / √seeds); the text ``strategy/band`` of each aggregate run says it
+in full. The evaluation curve comes from each run's ``eval.csv``, σ from its event files
+(read with TensorBoard's own event reader). Writing again replaces a strategy's aggregate
+events, so no step appears twice.
+
+The *Custom Scalars* layout (:func:`comparison_layout`) is built for the strategies found,
+because TensorBoard draws no legend: a chart can name only what its title says, and its
+colours follow runs. Each category holds one chart of all strategies' bands over each
+other (the runs ``compare/<strategy>`` name them in the tooltip), then one chart per
+strategy whose title names it, its seeds and σ₀; every title says which band it is. A
+chart selects tags, not runs, hence each strategy's series again under its own name; one
+margin chart of every strategy's named tags would be flagged by TensorBoard as "Missing
+Tags" in each run (a run holds its own strategy's only).
+
+σ is charted as its relative change, not as is: weight-noise σ often moves by less than
+the 3 significant digits TensorBoard's axis prints (Vadam at c = 1e4: 0.01 to 0.009999),
+so a σ chart reads "1e-2 1e-2 1e-2"; a log scale has the same problem. The change since
+the first record starts at 0 and its ticks are multiples of one step, so they differ for
+any change, and strategies whose σ₀ differ tenfold share one axis. Each strategy's own
+chart title holds σ₀ itself, and ``sigma_mean`` keeps σ as is (the *Scalars* tab).
+Strategies without weight noise have no σ (their runs log none; older runs' σ = 0 lines
+are left out too).
+
+Colours: TensorBoard colours runs, and gives ``compare/vadam`` and ``vadam/seed0`` each
+their own unless told to group them: :data:`COLOUR_BY_STRATEGY` is the query string that
+colours every run by its strategy (``http://localhost:6006/?runColorGroup=...#custom_scalars``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
-from ..runs.run_logger import write_comparison_layout
+from ..common.tags import EXPLORE_SIGMA_MEAN, sigma_text
+from ..runs.run_logger import RUNS_LAYOUT, Chart, Layout, write_comparison_layout
 from .curves import Curve, aligned_curve, stderr
 from .run_files import load_runs
 
 #: Sub-directory of an env directory holding the per-strategy aggregate runs.
 AGGREGATE_DIR = "compare"
 BANDS = ("ci", "se")
+#: The band as chart titles name it.
+BAND_TITLES = {"ci": "band: 95 % bootstrap CI", "se": "band: ± 1 s.e."}
 #: Replicates and seed of the ``ci`` band's bootstrap: a band to look at, drawn at every
 #: step of every strategy at the end of each grid, so fewer than ``compare_runs``' tables.
 BAND_REPS = 2000
 BAND_SEED = 0
+#: TensorBoard's colour grouping by a regular expression's capture group: a strategy's
+#: seeds (``<strategy>/seed<k>``) and its aggregate (``compare/<strategy>``) in one colour.
+STRATEGY_REGEX = rf"(?:{AGGREGATE_DIR}/)?([^/]+)(?:/seed\d+)?$"
+COLOUR_BY_STRATEGY = "runColorGroup=" + quote("regex:" + STRATEGY_REGEX, safe="")
+
+
+def _tags(series: str, strategy: str | None = None) -> tuple[str, str, str]:
+    """(value, lower, upper) tags of a series: every strategy's (``strategy`` None), or
+    one strategy's under its name."""
+    base = f"strategy/{series}" if strategy is None else f"strategy/{strategy}/{series}"
+    return base, f"{base}_lower", f"{base}_upper"
 
 
 def _sigma_curve(strategy_dir: Path) -> Curve | None:
-    """explore/sigma_mean of every seed, as TensorBoard reads it, on common steps."""
+    """explore/sigma_mean of every seed, as TensorBoard reads it, on common steps; None
+    when the strategy has no weight noise (no σ, or σ = 0 in runs of earlier versions)."""
     per_seed = []
     for run_dir in sorted(strategy_dir.glob("seed*")):
         accumulator = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
         accumulator.Reload()
-        if "explore/sigma_mean" in accumulator.Tags()["scalars"]:
-            events = accumulator.Scalars("explore/sigma_mean")
+        if EXPLORE_SIGMA_MEAN in accumulator.Tags()["scalars"]:
+            events = accumulator.Scalars(EXPLORE_SIGMA_MEAN)
             per_seed.append({event.step: event.value for event in events})
-    return aligned_curve(strategy_dir.name, per_seed)
+    curve = aligned_curve(strategy_dir.name, per_seed)
+    if curve is None or not (curve.returns[:, 0] > 0).all():
+        return None
+    return curve
+
+
+def relative_change(curve: Curve) -> Curve:
+    """Each seed's values as % change since its first one: 100 (v_t / v_0 − 1)."""
+    change = 100.0 * (curve.returns / curve.returns[:, :1] - 1.0)
+    return Curve(curve.strategy, curve.steps, change, curve.label, curve.env)
 
 
 def band(values: np.ndarray, kind: str, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -73,25 +120,61 @@ def _describe(kind: str, reps: int, seed: int) -> str:
     )
 
 
-def _write(writer: SummaryWriter, name: str, curve: Curve, kind: str, reps: int, seed: int):
-    mean = curve.mean
-    lower, upper = band(curve.returns, kind, reps, seed)
-    for i, step in enumerate(curve.steps):
-        writer.add_scalar(f"strategy/{name}", mean[i], int(step))
-        writer.add_scalar(f"strategy/{name}_lower", lower[i], int(step))
-        writer.add_scalar(f"strategy/{name}_upper", upper[i], int(step))
+def _write(
+    writer: SummaryWriter, tags: tuple[str, str, str], steps: np.ndarray, series: tuple
+) -> None:
+    """(mean, lower, upper) at each step under ``tags``."""
+    for i, step in enumerate(steps):
+        for tag, values in zip(tags, series):
+            writer.add_scalar(tag, values[i], int(step))
+
+
+def comparison_layout(returns: list[Curve], sigmas: dict[str, Curve], band_kind: str) -> Layout:
+    """The *Custom Scalars* tab for these strategies: eval return, then σ's change (the
+    strategies with weight noise), each as all strategies together and one chart each;
+    then every run's own curves. TensorBoard shows a category's margin charts in the
+    reverse of their order here, so they are listed reversed."""
+    band = BAND_TITLES[band_kind]
+    names = ", ".join(curve.strategy for curve in returns)
+    eval_charts: list[Chart] = [
+        (f"eval return, all strategies ({names}; colours as in each one's chart): "
+         f"mean over seeds, {band}",
+         [_tags("eval_return")]),
+        *((f"{c.strategy}: eval return, mean of {c.seeds} seeds, {band}",
+           [_tags("eval_return", c.strategy)]) for c in returns),
+    ]  # fmt: skip
+    layout: Layout = {f"Compare strategies: eval return ({band})": eval_charts[::-1]}
+    if sigmas:
+        names = ", ".join(sigmas)
+        sigma_charts: list[Chart] = [
+            (f"σ's change in %, all strategies with weight noise ({names}; colours as in "
+             f"each one's chart): mean over seeds, {band}", [_tags("sigma_change")]),
+            *((f"{s}: σ's change in % from σ₀ = {sigma_text(c.mean[0])} (step {c.steps[0]}), "
+               f"mean of {c.seeds} seeds, {band}", [_tags("sigma_change", s)])
+              for s, c in sigmas.items()),
+        ]  # fmt: skip
+        layout[f"Compare strategies: σ's change since its first record ({band})"] = sigma_charts[
+            ::-1
+        ]
+    return {**layout, **RUNS_LAYOUT}
 
 
 def write_strategy_aggregates(
-    env_dir: str | Path, band_kind: str = "ci", reps: int = BAND_REPS, seed: int = BAND_SEED
+    env_dir: str | Path,
+    band_kind: str = "ci",
+    reps: int = BAND_REPS,
+    seed: int = BAND_SEED,
+    skipped: list[str] | None = None,
 ) -> list[str]:
     """(Re)write ``<env_dir>/compare/<strategy>/`` for every strategy with results, and the
-    layout that charts them; returns the strategies written."""
+    layout that charts them; returns the strategies written. With a ``skipped`` list (a
+    grid's end), runs whose files cannot be read are left out and named in it, once each;
+    without, such a run stops the writing (:class:`~.run_files.RunFileError`)."""
     if band_kind not in BANDS:
         raise ValueError(f"band must be one of {', '.join(BANDS)}, got {band_kind!r}")
     env_dir = Path(env_dir)
-    written = []
-    curves, _ = load_runs(env_dir)
+    curves, _ = load_runs(env_dir, skipped=skipped)
+    sigmas: dict[str, Curve] = {}
     for curve in curves:
         out = env_dir / AGGREGATE_DIR / curve.strategy
         out.mkdir(parents=True, exist_ok=True)
@@ -99,11 +182,15 @@ def write_strategy_aggregates(
             path.unlink()  # replace, never append: no step twice
         with SummaryWriter(str(out)) as writer:
             writer.add_text("strategy/band", _describe(band_kind, reps, seed), 0)
-            _write(writer, "eval_return", curve, band_kind, reps, seed)
+            series = [("eval_return", curve)]
             sigma = _sigma_curve(env_dir / curve.strategy)
             if sigma is not None:
-                _write(writer, "sigma_mean", sigma, band_kind, reps, seed)
-        written.append(curve.strategy)
-    if written:
-        write_comparison_layout(env_dir, replace=True)
-    return written
+                sigmas[curve.strategy] = sigma
+                series += [("sigma_mean", sigma), ("sigma_change", relative_change(sigma))]
+            for name, values in series:
+                lower, upper = band(values.returns, band_kind, reps, seed)
+                for strategy in [None] if name == "sigma_mean" else [None, curve.strategy]:
+                    _write(writer, _tags(name, strategy), values.steps, (values.mean, lower, upper))
+    if curves:
+        write_comparison_layout(env_dir, comparison_layout(curves, sigmas, band_kind), replace=True)
+    return [curve.strategy for curve in curves]

@@ -51,13 +51,7 @@ def make_agent(settings: RunSettings, env: gym.Env | None = None) -> RunnableAge
         if settings.max_episode_steps is not None:
             env = gym.wrappers.TimeLimit(env, settings.max_episode_steps)
         env = with_action_range(env, settings.normalize_actions)
-    if episode_limit(env) is None:
-        raise ConfigError(
-            f"{settings.env} has no time limit, so an episode might never end (evaluation "
-            "would never return, and checkpoints wait for an episode's end); give it one "
-            "with --set max_episode_steps=N"
-        )
-    check_memory(memory_needs(settings, env), resolve_device(settings.device))
+    check_run_env(settings, env)
     if settings.algo == "trpo":
         trpo_agent = learner_module(settings)
         from ..curiosity.sb3 import VimeCallback
@@ -76,6 +70,19 @@ def make_agent(settings: RunSettings, env: gym.Env | None = None) -> RunnableAge
         device=settings.device,
         bonus=make_run_bonus(settings, env),
     )
+
+
+def check_run_env(settings: RunSettings, env: gym.Env) -> None:
+    """What the run needs of its env before anything is allocated: episodes that end (its
+    own time limit, or ``max_episode_steps``) and memory for its learner and bonus on the
+    env's spaces; one ConfigError line otherwise (``train_agent --check`` asks the same)."""
+    if episode_limit(env) is None:
+        raise ConfigError(
+            f"{settings.env} has no time limit, so an episode might never end (evaluation "
+            "would never return, and checkpoints wait for an episode's end); give it one "
+            "with --set max_episode_steps=N"
+        )
+    check_memory(memory_needs(settings, env), resolve_device(settings.device))
 
 
 def memory_needs(settings: RunSettings, env: gym.Env) -> list[MemoryNeed]:

@@ -1,13 +1,25 @@
 """The run's callback: evaluation, scalars, checkpoints and progress, called by any learner
-after every environment step (:class:`agents.common.callbacks.Callback`)."""
+after every environment step (:class:`agents.common.callbacks.Callback`).
+
+Progress, one of three forms (``progress``): on a terminal a bar named after the run
+(``HalfCheetah-v4/vadam/seed0``) with one speed, the training throughput (evaluation
+excluded, tqdm's own rate hidden), and the latest evaluation's return; ``"lines"``, a grid's
+runs, which share one terminal, where a bar per process would overwrite the others: one
+line per run every :data:`STATUS_SECONDS`, naming it; or none. Every evaluation prints a
+line naming its run either way (above the bar on a terminal).
+"""
 
 from __future__ import annotations
 
 import math
 import sys
 import time
+from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
+import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
@@ -20,6 +32,14 @@ from ..common.errors import (
     os_error_reason,
 )
 from ..common.evaluation import evaluate_together, success_rate
+from ..common.tags import (
+    EXPLORE_SIGMA_MEAN,
+    TRAIN_EPISODE_LENGTH,
+    TRAIN_EPISODE_RETURN,
+    explore_scalars,
+    learning_rate_scalars,
+    sigma_text,
+)
 from ..settings import RunSettings
 from .agent_factory import make_task_env
 from .run_logger import RunLogger
@@ -27,6 +47,26 @@ from .stopping import stop_requested
 
 #: Offset between the training seed and the evaluation episodes' seeds.
 EVAL_SEED_OFFSET = 1_000_000
+#: Seconds between two status lines of a run in ``"lines"`` progress (a grid's runs).
+STATUS_SECONDS = 30.0
+#: The bar: the run's name, steps, time, and the postfix's speed and eval (no tqdm rate).
+BAR_FORMAT = (
+    "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
+)
+
+#: ``True``: a bar on a terminal; ``"lines"``: a status line every :data:`STATUS_SECONDS`.
+Progress = bool | Literal["lines"]
+STATUS_LINES: Progress = "lines"
+
+
+def run_name(config: RunSettings) -> str:
+    """The run as its progress names it: its directory below the logdir
+    (``HalfCheetah-v4/vadam/seed0``)."""
+    run_dir = config.run_dir()
+    try:
+        return run_dir.relative_to(config.logdir).as_posix()
+    except ValueError:
+        return run_dir.as_posix()
 
 
 class RunCallback(Callback):
@@ -37,20 +77,34 @@ class RunCallback(Callback):
 
     logger: RunLogger
 
-    def __init__(self, config: RunSettings, checkpoint_path: Path, progress: bool) -> None:
+    def __init__(self, config: RunSettings, checkpoint_path: Path, progress: Progress) -> None:
         self.config = config
+        self.name = run_name(config)
         self.checkpoint_path = checkpoint_path
-        # One env per test episode: the episodes of an evaluation step together.
-        self.eval_envs = [make_task_env(config) for _ in range(config.eval_episodes)]
+        #: How an evaluation's test episodes run: (agent, seed, final infos) → (mean, std);
+        #: on :attr:`eval_envs`, or a population's members' together
+        #: (:class:`agents.ddpg.population.SharedTestEpisodes`).
+        self.test_episodes: Callable[[RunnableAgent, int, list], tuple[float, float]] = (
+            lambda agent, seed, final_infos: evaluate_together(
+                agent, self.eval_envs, seed=seed, final_infos=final_infos
+            )
+        )
         self.last_eval: float | None = None
+        #: The last logged mean σ of a strategy with weight noise (None: none logged).
+        self.last_sigma: float | None = None
         #: The step of the checkpoint on disk (None before this call wrote one).
         self.checkpoint_step: int | None = None
         self.bar = tqdm(
             total=config.total_steps,
+            desc=self.name,
             unit="step",
+            bar_format=BAR_FORMAT,
             dynamic_ncols=True,
-            disable=not (progress and sys.stderr.isatty()),
+            disable=not (progress is True and sys.stderr.isatty()),
         )
+        self._status_lines = progress == "lines"
+        self._status_at = time.monotonic()
+        self._speed: float | None = None
         self._clock = time.perf_counter()
         self._clock_step = 0
         self._checkpoint_due = False
@@ -58,6 +112,16 @@ class RunCallback(Callback):
         self._skipped_reported = 0
         #: (step, updates, skipped updates) at the start of the current skip window.
         self._window_start = (0, 0, 0)
+
+    @cached_property
+    def eval_envs(self) -> list[gym.Env]:
+        """One env per test episode, the episodes of an evaluation step together; made when
+        first needed (a population's members run theirs on the population's envs)."""
+        return [make_task_env(self.config) for _ in range(self.config.eval_episodes)]
+
+    @cached_property
+    def _observation_space(self) -> gym.Space:
+        return make_task_env(self.config).observation_space
 
     def on_training_start(self, agent: RunnableAgent) -> None:
         self._window_start = (agent.num_timesteps, agent.num_updates, agent.skipped_updates)
@@ -68,8 +132,8 @@ class RunCallback(Callback):
     def on_episode_end(
         self, agent: RunnableAgent, episode_return: float, episode_length: int
     ) -> None:
-        self.logger.scalar("train/episode_return", episode_return, agent.num_timesteps)
-        self.logger.scalar("train/episode_length", episode_length, agent.num_timesteps)
+        self.logger.scalar(TRAIN_EPISODE_RETURN, episode_return, agent.num_timesteps)
+        self.logger.scalar(TRAIN_EPISODE_LENGTH, episode_length, agent.num_timesteps)
 
     def on_step(self, agent: RunnableAgent) -> bool:
         step = agent.num_timesteps
@@ -116,8 +180,8 @@ class RunCallback(Callback):
             self.logger.scalar(f"loss/{name}", value, step)
         for tag, value in agent.bonus_statistics().items():
             self.logger.scalar(tag, value, step)
-        for name, value in agent.exploration_statistics().items():
-            self.logger.scalar(f"explore/{name}", value, step)
+        for tag, value in self._explore_and_learning_rates(agent).items():
+            self.logger.scalar(tag, value, step)
         skipped = agent.skipped_updates
         self.logger.scalar("train/skipped_updates", skipped, step)
         if skipped > self._skipped_reported:
@@ -125,11 +189,40 @@ class RunCallback(Callback):
                 f"step {step}: {skipped} update(s) skipped so far (non-finite loss or gradient)"
             )
             self._skipped_reported = skipped
-        postfix = {"steps/s": f"{speed:.0f}"}
+        self._speed = speed
+        self._show_progress(step)
+        self._clock, self._clock_step = time.perf_counter(), step
+
+    def _explore_and_learning_rates(self, agent: RunnableAgent) -> dict[str, float]:
+        """The ``explore/`` tags (σ only for a strategy with weight noise) and, for DDPG,
+        the actor's and the critic's learning rate as the run's settings resolve them
+        (neither engine schedules them) — the tags of :mod:`agents.common.tags`."""
+        strategy = getattr(self.config.learner, "strategy", None)
+        explores = strategy is None or strategy.optimizer_class.explores
+        scalars = explore_scalars(agent.exploration_statistics(), explores)
+        self.last_sigma = scalars.get(EXPLORE_SIGMA_MEAN)
+        actor_lr = strategy.optimizer_kwargs.get("lr") if strategy is not None else None
+        if actor_lr is not None:
+            scalars.update(learning_rate_scalars(actor_lr, self.config.learner.critic_lr))
+        return scalars
+
+    def _show_progress(self, step: int) -> None:
+        """The bar's speed and latest eval, and a run's status line when one is due."""
+        self._set_postfix()
+        if self._status_lines and time.monotonic() - self._status_at >= STATUS_SECONDS:
+            total = self.config.total_steps
+            status = [f"step {step}/{total} ({step / total:.0%})"]
+            if self._speed is not None:
+                status.append(f"{self._speed:.0f} steps/s")
+            if self.last_eval is not None:
+                status.append(f"last eval return {self.last_eval:.1f}")
+            self._write(", ".join(status))
+
+    def _set_postfix(self) -> None:
+        postfix = {} if self._speed is None else {"steps/s": f"{self._speed:.0f}"}
         if self.last_eval is not None:
             postfix["eval"] = f"{self.last_eval:.1f}"
         self.bar.set_postfix(postfix, refresh=False)
-        self._clock, self._clock_step = time.perf_counter(), step
 
     def _evaluate(self, agent: RunnableAgent, step: int) -> None:
         started = time.perf_counter()
@@ -137,7 +230,7 @@ class RunCallback(Callback):
         self._evaluating = True
         final_infos: list[dict] = []
         try:
-            mean, std = evaluate_together(agent, self.eval_envs, seed=seed, final_infos=final_infos)
+            mean, std = self.test_episodes(agent, seed, final_infos)
         except (NonFiniteDataError, EnvironmentFailure) as err:
             raise type(err)(f"{err}, in the evaluation at step {step}") from None
         if not (math.isfinite(mean) and math.isfinite(std)):  # finite rewards, summed
@@ -151,12 +244,19 @@ class RunCallback(Callback):
         self.logger.scalar("time/eval_seconds", time.perf_counter() - started, step)
         self.last_eval = mean
         succeeded = "" if success is None else f", success {success:.0%}"
-        self._write(f"step {step}: eval return {mean:.1f} ± {std:.1f} ({episodes} ep{succeeded})")
+        sigma = "" if self.last_sigma is None else f", σ {sigma_text(self.last_sigma)}"
+        self._write(
+            f"step {step}: eval return {mean:.1f} ± {std:.1f} ({episodes} ep{succeeded}){sigma}"
+        )
+        self._set_postfix()  # the evaluation's line is the run's status line too
         # Evaluation time is not training time: restart the throughput clock.
         self._clock += time.perf_counter() - started
 
     def _write(self, line: str) -> None:
-        """One line of the run's log: plain on a pipe, above the bar on a terminal."""
+        """One line of the run's log, naming the run: plain on a pipe, above the bar on a
+        terminal."""
+        line = f"{self.name} {line}"
+        self._status_at = time.monotonic()  # any line of the run is a status line too
         if self.bar.disable:
             print(line, flush=True)
         else:
@@ -187,7 +287,7 @@ class RunCallback(Callback):
         """A state whose weights are finite can still act non-finitely (weights so large
         that a layer overflows): such a state is never a checkpoint. The probe is the mean
         action at the observation nearest zero (no env call, no random number drawn)."""
-        space = self.eval_envs[0].observation_space
+        space = self._observation_space
         obs = np.clip(np.zeros(space.shape), space.low, space.high).astype(space.dtype)
         action = agent.predict(obs, True)
         if not np.isfinite(action).all():

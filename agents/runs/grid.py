@@ -12,7 +12,8 @@ directory. A grid's populations are as large as the memory allows (every member'
 estimate, for the workers running at once) and split so that every worker has one;
 ``population=False`` (``--no-population``) runs every run as a process of its own.
 
-Local backend: ``workers`` spawned processes, each limited to ``cores // workers`` torch
+Local backend: each task in a spawned process of its own, ``workers`` at a time (so that a
+dead worker names exactly the runs it held), each limited to ``cores // workers`` torch
 threads so that the workers together do not oversubscribe the machine (two one-thread
 processes on two cores run ~2× the throughput of one two-thread process at batch 64).
 An ``OMP_NUM_THREADS`` set by the user caps that share: two grids started side by side
@@ -27,10 +28,13 @@ Ray is an optional extra (``pip install -e '.[ray]'``); workers write the run di
 themselves, so on a multi-machine cluster ``--logdir`` must be on a shared file system.
 
 A grid names each run directory once (each has one writer, ``run_lock``). Ctrl-C or
-SIGTERM stops it: the running runs stop at their next step with a checkpoint, queued runs
-never start, and :class:`RunInterrupted` is raised once the workers are gone; re-running
-the command continues. A second Ctrl-C kills the workers at once (their last checkpoints,
-written atomically, stay).
+SIGTERM stops it: the running runs stop at their next step (or between two updates) with a
+checkpoint, queued runs never start, and :class:`RunInterrupted` is raised once the
+workers are gone; re-running the command continues. A second Ctrl-C kills the workers at
+once (their last checkpoints, written atomically, stay). A worker that dies (SIGKILL, the
+kernel's out-of-memory killer) loses its own task only: its runs are reported lost, each
+with its last checkpoint, and the other tasks go on. A worker whose driver dies stops its
+runs as SIGTERM does (:func:`watch_driver`) rather than computing on unseen.
 """
 
 from __future__ import annotations
@@ -39,14 +43,18 @@ import contextlib
 import os
 import signal
 import socket
+import threading
+import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from multiprocessing import active_children, get_context
+from multiprocessing import get_context
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 
 from ..common.errors import ConfigError
+from ..common.stop_requests import request_stop
 from ..settings import RunSettings
 from .stopping import RunInterrupted, install_for_grid_worker, stop_requested
 
@@ -89,6 +97,7 @@ def run_task(configs: list[RunSettings], threads: int) -> list[RunOutcome]:
     os.environ["OMP_NUM_THREADS"] = str(threads)
     import torch
 
+    from .callback import STATUS_LINES
     from .population_run import train_population
     from .train import train
 
@@ -97,9 +106,9 @@ def run_task(configs: list[RunSettings], threads: int) -> list[RunOutcome]:
         return [RunOutcome(str(c.run_dir()), False, "not started (interrupted)") for c in configs]
     try:
         if len(configs) == 1:
-            train(configs[0], resume=True, progress=False)
+            train(configs[0], resume=True, progress=STATUS_LINES)
             return [RunOutcome(str(configs[0].run_dir()), True, "done")]
-        outcomes = train_population(configs, resume=True, progress=False)
+        outcomes = train_population(configs, resume=True, progress=STATUS_LINES)
     except KeyboardInterrupt:
         return [RunOutcome(str(c.run_dir()), False, "interrupted; checkpoint written")
                 for c in configs]  # fmt: skip
@@ -151,46 +160,112 @@ def check_distinct(configs: list[RunSettings]) -> None:
         )
 
 
-def _run_local(tasks: list[list[RunSettings]], workers: int, report: Callable) -> list[RunOutcome]:
-    threads = threads_per_worker(workers)
-    outcomes: list[RunOutcome] = []
-    pool = ProcessPoolExecutor(
-        max_workers=workers, mp_context=get_context("spawn"), initializer=install_for_grid_worker
-    )
-    futures, reported = [], set()
+def lost_with_worker(configs: list[RunSettings], why: str) -> list[RunOutcome]:
+    """The outcomes of a task whose worker died before it reported (killed, out of memory):
+    each run keeps its last checkpoint, and running the command again continues it."""
+    message = f"lost with its worker ({why}); re-run the command to continue"
+    return [RunOutcome(str(c.run_dir()), False, message) for c in configs]
+
+
+@dataclass
+class _Worker:
+    """A spawned process training one task; it sends the task's outcomes on ``results``."""
+
+    task: list[RunSettings]
+    process: BaseProcess
+    results: Connection
+
+
+def _work(task: list[RunSettings], threads: int, results: Connection, driver: int) -> None:
+    """A worker process: train ``task``, send its outcomes to the driver, and stop (with a
+    checkpoint) should the driver die first."""
+    install_for_grid_worker()
+    watch_driver(driver)
+    outcomes = run_task(task, threads)
+    with contextlib.suppress(OSError):  # the driver is gone: nobody to tell
+        results.send(outcomes)
+        results.close()
+
+
+def watch_driver(driver: int, interval: float = 1.0) -> threading.Thread:
+    """Ask this process's runs to stop, as SIGTERM does, once its parent ``driver`` is gone
+    (killed with SIGKILL, say): an orphaned worker would otherwise go on computing, and
+    holding its runs' locks, for as long as its runs take."""
+
+    def watch() -> None:
+        while os.getppid() == driver:
+            time.sleep(interval)
+        request_stop(signal.SIGTERM)
+
+    thread = threading.Thread(target=watch, name="watch-driver", daemon=True)
+    thread.start()
+    return thread
+
+
+def _start(task: list[RunSettings], threads: int) -> _Worker:
+    context = get_context("spawn")
+    results, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_work, args=(task, threads, sender, os.getpid()))
+    process.start()
+    sender.close()  # the worker holds the other end: its exit ends the pipe
+    return _Worker(task, process, results)
+
+
+def _finish(worker: _Worker) -> list[RunOutcome]:
+    """The outcomes ``worker`` sent, or, if it died first, its runs lost with it."""
     try:
-        futures += [pool.submit(run_task, task, threads) for task in tasks]
-        for future in as_completed(futures):
-            reported.add(future)
-            for outcome in future.result():
-                outcomes.append(outcome)
-                report(outcome)
+        outcomes = worker.results.recv()
+    except (EOFError, OSError):
+        outcomes = None
+    worker.process.join()
+    worker.results.close()
+    if outcomes is not None:
+        return outcomes
+    code = worker.process.exitcode or 0
+    why = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+    return lost_with_worker(worker.task, why)
+
+
+def _run_local(tasks: list[list[RunSettings]], workers: int, report: Callable) -> list[RunOutcome]:
+    """Each task in a spawned process of its own, ``workers`` at a time. A worker that dies
+    (SIGKILL, the kernel's out-of-memory killer) loses its own runs only: they are reported
+    lost, and the other tasks go on."""
+    threads = threads_per_worker(workers)
+    queued, running = list(tasks), {}
+    outcomes: list[RunOutcome] = []
+
+    def collect(worker: _Worker) -> None:
+        del running[worker.results]
+        for outcome in _finish(worker):
+            outcomes.append(outcome)
+            report(outcome)
+
+    try:
+        while queued or running:
+            while queued and len(running) < workers:
+                worker = _start(queued.pop(0), threads)
+                running[worker.results] = worker
+            for ready in wait(list(running)):
+                collect(running[ready])
     except KeyboardInterrupt as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
-        _stop_workers(pool, signum)
-        for future in futures:  # the runs that stopped with a checkpoint
-            if future in reported or not future.done() or future.cancelled():
-                continue
-            if future.exception() is None:
-                for outcome in future.result():
-                    report(outcome)
+        _stop_workers(list(running.values()), signum, collect)
         raise RunInterrupted(signum) from None
-    pool.shutdown()
     return outcomes
 
 
-def _stop_workers(pool: ProcessPoolExecutor, signum: int) -> None:
-    """Ask the workers to stop (they checkpoint their runs and start no queued one) and
-    wait for them; a second interrupt kills them at once."""
-    workers = active_children()
+def _stop_workers(workers: list[_Worker], signum: int, collect: Callable) -> None:
+    """Ask the workers to stop (they checkpoint their runs) and collect what they report;
+    a second interrupt kills them at once."""
     for worker in workers:  # they may have the signal already (Ctrl-C reaches the group)
         with contextlib.suppress(ProcessLookupError):
-            os.kill(worker.pid, signum)
+            os.kill(worker.process.pid, signum)
     try:
-        pool.shutdown(wait=True, cancel_futures=True)
+        for worker in workers:
+            collect(worker)
     except KeyboardInterrupt:
         for worker in workers:
-            worker.kill()
+            worker.process.kill()
         raise
 
 
@@ -215,11 +290,16 @@ def _run_ray(
     try:
         remote = ray.remote(num_cpus=cpus)(run_task)  # one Ray task per run or population
         pending = [remote.remote(task, threads) for task in tasks]
+        task_of = dict(zip(pending, tasks, strict=True))
         outcomes: list[RunOutcome] = []
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
-                for outcome in ray.get(done[0]):
+                try:
+                    finished = ray.get(done[0])
+                except ray.exceptions.RayError as err:  # its worker died (run_task never raises)
+                    finished = lost_with_worker(task_of[done[0]], type(err).__name__)
+                for outcome in finished:
                     outcomes.append(outcome)
                     report(outcome)
         except KeyboardInterrupt as stop:
@@ -242,15 +322,22 @@ def run_grid(
 ) -> list[RunOutcome]:
     """Run every configuration, as populations where they can share one (``population``);
     ``report`` is called as each run finishes."""
+    check_grid(configs, workers, backend)
+    tasks = plan_tasks(configs, workers, population)
+    if backend == "ray":
+        return _run_ray(tasks, workers, address, report)
+    return _run_local(tasks, workers, report)
+
+
+def check_grid(configs: list[RunSettings], workers: int, backend: str) -> None:
+    """What a grid refuses before anything starts (one ConfigError line): its workers and
+    backend, a run directory named twice, an ``OMP_NUM_THREADS`` that is no thread count."""
     if workers <= 0:
         raise ConfigError(f"--workers must be > 0, got {workers}")
     check_distinct(configs)
     if backend not in ("local", "ray"):
         raise ConfigError(f"unknown backend {backend!r}; choose local or ray")
-    tasks = plan_tasks(configs, workers, population)
-    if backend == "ray":
-        return _run_ray(tasks, workers, address, report)
-    return _run_local(tasks, workers, report)
+    threads_per_worker(workers)
 
 
 def _check_reachable(address: str | None, timeout: float = 5.0) -> None:

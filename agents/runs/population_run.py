@@ -18,15 +18,20 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from gymnasium.vector import VectorEnv
+
 from ..common.devices import resolve_device
 from ..common.envs import episode_limit
 from ..common.errors import ConfigError
-from ..common.memory_budget import available_memory, check_memory
+from ..common.memory_budget import available_memory
+from ..common.vector_envs import make_vector_env
 from ..ddpg import DDPG
-from ..ddpg.population import Population
-from ..ddpg.replay_buffer import ReplayBuffer
+from ..ddpg.population import Population, SharedTestEpisodes, build_members
+from ..ddpg.replay_buffer import StackedReplayBuffer
 from ..settings import RunSettings
+from ..tasks import with_task_report
 from .agent_factory import make_run_bonus, make_task_env
+from .callback import EVAL_SEED_OFFSET, Progress
 from .stopping import RunInterrupted, stop_on_signals
 from .train import OpenRun, close_run, locked_run_dir, open_run
 
@@ -40,15 +45,9 @@ class MemberOutcome:
 
 
 def population_key(settings: RunSettings) -> tuple:
-    """What members of one population share: everything but the seed and the settings the
-    update takes as numbers (a strategy's, the action noise's and the bonus's, γ, τ, the
-    critic's step size), which each member may have of its own."""
-    values = settings.values()
-    per_member = ("seed", "optimizer_kwargs", "action_noise", "bonus", "gamma", "tau",
-                  "critic_lr", "variant")  # fmt: skip
-    shared = {key: value for key, value in values.items() if key not in per_member}
-    bonus = values["bonus"].get("kind") if values["bonus"] else None
-    return (repr(sorted(shared.items())), bonus)
+    """What members of one population share (:meth:`RunSettings.population_key`, the
+    settings' one rule)."""
+    return settings.population_key()
 
 
 def can_be_populated(settings: RunSettings) -> bool:
@@ -76,7 +75,7 @@ def population_size(configs: list[RunSettings], workers: int) -> int:
 
 
 def train_population(
-    configs: list[RunSettings], resume: bool = True, progress: bool = False
+    configs: list[RunSettings], resume: bool = True, progress: Progress = False
 ) -> list[MemberOutcome]:
     """Train the runs ``configs`` describe as one population (they share
     :func:`population_key`); every run resumes or starts as :func:`agents.runs.train.train`
@@ -88,7 +87,7 @@ def train_population(
     keys = {population_key(c) for c in configs}
     if len(keys) > 1 or not all(map(can_be_populated, configs)):
         raise ConfigError("these runs cannot be one population (they differ in their shape)")
-    members, storage = _build_members(configs)
+    members, buffer = _build_members(configs)
     outcomes: dict[Path, MemberOutcome] = {}
     signals: list[int] = []
     with ExitStack() as stack:
@@ -107,43 +106,40 @@ def train_population(
             else:
                 opened.append(run)
         for group in _same_step(opened):
-            whole = len(group) == len(members)  # the stacked buffers are theirs
-            signals += _train_group(group, storage if whole else None, outcomes)
+            whole = len(group) == len(members)  # the stacked buffer is theirs
+            signals += _train_group(group, buffer if whole else None, outcomes)
     if signals:
         raise RunInterrupted(signals[0])
     return [outcomes[c.run_dir()] for c in configs]
 
 
-def _build_members(configs: list[RunSettings]) -> tuple[list[DDPG], dict]:
-    """Every member as a single run builds it, on replay buffers that are rows of one
-    stacked buffer, after one memory check of all of them together."""
+def _build_members(configs: list[RunSettings]) -> tuple[list[DDPG], StackedReplayBuffer]:
+    """Every member as a single run builds it (:func:`build_members`), on its run's env."""
     envs = [make_task_env(config) for config in configs]
     for config, env in zip(configs, envs, strict=True):
         if episode_limit(env) is None:
             raise ConfigError(
                 f"{config.env} has no time limit; give it one with --set max_episode_steps=N"
             )
-    first, env = configs[0], envs[0]
-    obs_dim, action_dim = env.observation_space.shape[0], env.action_space.shape[0]
-    device = resolve_device(first.device)
-    check_memory(
-        [need for c in configs for need in c.learner.memory_needs(obs_dim, action_dim)], device
+    return build_members(
+        envs,
+        [config.learner for config in configs],
+        [config.seed for config in configs],
+        configs[0].device,
+        [make_run_bonus(config, env) for config, env in zip(configs, envs, strict=True)],
     )
-    storage, buffers = ReplayBuffer.stacked(
-        len(configs), first.learner.buffer_size, obs_dim, action_dim, device=device
+
+
+def _vector_env(config: RunSettings, copies: int) -> VectorEnv:
+    """``copies`` of the run's env (:func:`make_task_env`'s) stepped together."""
+    return make_vector_env(
+        config.env,
+        copies,
+        config.env_kwargs,
+        config.max_episode_steps,
+        normalize_actions=config.normalize_actions,
+        wrap=with_task_report,
     )
-    members = [
-        DDPG(
-            env,
-            config.learner,
-            seed=config.seed,
-            device=device,
-            bonus=make_run_bonus(config, env),
-            replay_buffer=buffer,
-        )
-        for config, env, buffer in zip(configs, envs, buffers, strict=True)
-    ]
-    return members, storage
 
 
 def _same_step(runs: list[OpenRun]) -> list[list[OpenRun]]:
@@ -157,11 +153,18 @@ def _same_step(runs: list[OpenRun]) -> list[list[OpenRun]]:
 
 
 def _train_group(
-    group: list[OpenRun], storage: dict | None, outcomes: dict[Path, MemberOutcome]
+    group: list[OpenRun], buffer: StackedReplayBuffer | None, outcomes: dict[Path, MemberOutcome]
 ) -> list[int]:
-    """Train runs at one step as a population; the signal that stopped it, if one did."""
+    """Train runs at one step as a population, their test episodes together; the signal
+    that stopped it, if one did."""
     members = [run.agent for run in group]
-    population = Population(members, storage)
+    first = group[0].config
+    population = Population(members, _vector_env(first, len(group)), buffer)
+    tests = SharedTestEpisodes(
+        population, lambda copies: _vector_env(first, copies), first.eval_episodes
+    )
+    for run in group:
+        run.callback.test_episodes = tests.of(run.agent, run.config.seed + EVAL_SEED_OFFSET)
     runs = {id(run.agent): run for run in group}
     closed: set[int] = set()
     signals: list[int] = []

@@ -70,6 +70,15 @@ def check_run_settings(run_dir: Path, requested: RunSettings, metadata: dict[str
                 "settings",
                 flush=True,
             )
+        elif on_disk.values() != saved.values():  # edited: the checkpoint's settings rule
+            old, new = on_disk.values(), saved.values()
+            edited = ", ".join(f"{k}: {old[k]!r} -> {new.get(k)!r}" for k in old
+                               if old[k] != new.get(k))  # fmt: skip
+            print(
+                f"{run_dir}: {CONFIG_FILE} differs from the settings the checkpoint was "
+                f"trained with ({edited}); written again from the checkpoint's",
+                flush=True,
+            )
         return
     if on_disk is None:
         raise RunDirectoryError(

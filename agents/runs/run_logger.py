@@ -1,11 +1,13 @@
 """TensorBoard events and the eval CSV of one run, safe against kills and resumes.
 
-Tags are stable so that ``tensorboard --logdir runs/<env>`` overlays strategies:
+Tags are stable so that ``tensorboard --logdir runs/<env>`` overlays strategies, and those
+shared with SB3's own training are named once, in :mod:`agents.common.tags`:
 
     eval/mean_return, eval/std_return           every ``eval_every`` steps
     eval/success_rate                           tasks that define success (is_success)
     train/episode_return, train/episode_length   every training episode
-    explore/sigma_mean, _min, _max               σ over all actor weights
+    train/actor_learning_rate, _critic_…        DDPG: both networks' learning rates
+    explore/sigma_mean, _min, _max               weight noise: σ over all actor weights
     explore/sigma_q10, _median, _q90             weight noise: σ's percentiles over them
     explore/sigma_median/<layer>                 weight noise: each layer's median σ
     explore/action_distance                      weight noise: the actions' distance it causes
@@ -32,10 +34,21 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.compat.proto.tensor_pb2 import TensorProto
+from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+from tensorboard.plugins.custom_scalar import layout_pb2, metadata
 from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.writer import FileWriter
 
 from ..common.checkpoints import atomic_write
 from ..common.errors import DamagedFileError
+from ..common.tags import (
+    EVAL_MEAN_RETURN,
+    EVAL_STD_RETURN,
+    EVAL_SUCCESS_RATE,
+    TRAIN_EPISODE_RETURN,
+)
 
 if TYPE_CHECKING:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -47,31 +60,60 @@ EVAL_FIELDS = ["step", "mean_return", "std_return", "episodes", "wall_time"]
 SUCCESS_FIELD = "success_rate"
 
 
-# TensorBoard's *Custom Scalars* tab of an env directory (``runs/<env>``): every run's own
-# curves, and the per-strategy mean ± band runs that ``agents.reporting.strategy_aggregates``
-# writes under ``<env>/compare/<strategy>/`` with the ``strategy/<series>[_lower|_upper]``
-# tags named here. A run writes it when it starts, so a single run's TensorBoard has it too.
-_MARGIN = "Margin"
-_SERIES = {
-    "eval_return": "eval return: mean over seeds, band: 95 % CI or ± s.e. (strategy/band)",
-    "sigma_mean": "exploration σ (mean over weights): mean over seeds with its band",
-}
+#: A chart of TensorBoard's *Custom Scalars* tab: its title, and either the tags of a
+#: multiline chart or the (value, lower, upper) tags of a margin chart's bands.
+Chart = tuple[str, list[str] | list[tuple[str, str, str]]]
+#: Category title → its charts, in order.
+Layout = dict[str, list[Chart]]
 
-#: Custom-scalars layout: strategies as margin charts, then every run's own line.
-COMPARISON_LAYOUT = {
-    "Compare strategies": {
-        title: [_MARGIN, [f"strategy/{name}", f"strategy/{name}_lower", f"strategy/{name}_upper"]]
-        for name, title in _SERIES.items()
-    },
-    "Compare runs": {
-        "eval return (mean, test episodes)": ["Multiline", [r"eval/mean_return"]],
-        "training episode return": ["Multiline", [r"train/episode_return"]],
-        "exploration sigma (mean over weights)": ["Multiline", [r"explore/sigma_mean"]],
-    },
+#: The *Custom Scalars* tab of an env directory (``runs/<env>``) before any strategy
+#: aggregate exists: every run's own curves. ``agents.reporting.strategy_aggregates``
+#: rewrites it with its strategies' charts in front. σ per run is not charted here: flat
+#: σ curves of different sizes on one linear axis read as tick labels "1e-2 1e-2"; the
+#: aggregates chart its relative change, and the *Scalars* tab keeps each run's σ.
+RUNS_LAYOUT: Layout = {
+    "Compare runs": [
+        ("eval return (mean of the test episodes), every run", [EVAL_MEAN_RETURN]),
+        ("training episode return, every run", [TRAIN_EPISODE_RETURN]),
+    ],
 }
 
 
-def write_comparison_layout(env_dir: str | Path, replace: bool = False) -> None:
+def _layout_summary(layout: Layout) -> Summary:
+    """The custom-scalars plugin's summary of ``layout`` (margin charts with any number of
+    bands: one per strategy, which torch's ``add_custom_scalars`` cannot write)."""
+    categories = []
+    for category, charts in layout.items():
+        protos = []
+        for title, tags in charts:
+            if tags and isinstance(tags[0], tuple):
+                series = [
+                    layout_pb2.MarginChartContent.Series(value=v, lower=lo, upper=hi)
+                    for v, lo, hi in tags
+                ]
+                chart = layout_pb2.Chart(
+                    title=title, margin=layout_pb2.MarginChartContent(series=series)
+                )
+            else:
+                chart = layout_pb2.Chart(
+                    title=title, multiline=layout_pb2.MultilineChartContent(tag=tags)
+                )
+            protos.append(chart)
+        categories.append(layout_pb2.Category(title=category, chart=protos))
+    tensor = TensorProto(
+        dtype="DT_STRING",
+        string_val=[layout_pb2.Layout(category=categories).SerializeToString()],
+        tensor_shape=TensorShapeProto(),
+    )
+    value = Summary.Value(
+        tag=metadata.CONFIG_SUMMARY_TAG, tensor=tensor, metadata=metadata.create_summary_metadata()
+    )
+    return Summary(value=[value])
+
+
+def write_comparison_layout(
+    env_dir: str | Path, layout: Layout = RUNS_LAYOUT, replace: bool = False
+) -> None:
     """Give ``tensorboard --logdir <env_dir>`` the *Custom Scalars* comparison tab.
 
     Written once per directory unless ``replace`` (runs starting concurrently may each
@@ -84,8 +126,9 @@ def write_comparison_layout(env_dir: str | Path, replace: bool = False) -> None:
         return
     for path in existing:
         path.unlink()
-    with SummaryWriter(str(env_dir), filename_suffix=".layout") as writer:
-        writer.add_custom_scalars(COMPARISON_LAYOUT)
+    writer = FileWriter(str(env_dir), filename_suffix=".layout")
+    writer.add_summary(_layout_summary(layout))
+    writer.close()
 
 
 def read_csv_lines(path: Path) -> list[list[str]]:
@@ -162,11 +205,11 @@ def eval_rows_from_events(run_dir: str | Path, last_step: int, episodes: int) ->
     events (purged events dropped; values as TensorBoard stores them, float32)."""
     events = load_events(run_dir)
     tags = events.Tags()["scalars"]
-    if "eval/mean_return" not in tags or "eval/std_return" not in tags:
+    if EVAL_MEAN_RETURN not in tags or EVAL_STD_RETURN not in tags:
         return []
-    std = {e.step: e.value for e in events.Scalars("eval/std_return")}
+    std = {e.step: e.value for e in events.Scalars(EVAL_STD_RETURN)}
     rows = []
-    for event in events.Scalars("eval/mean_return"):
+    for event in events.Scalars(EVAL_MEAN_RETURN):
         if event.step <= last_step and event.step in std:
             rows.append(
                 dict(
@@ -223,8 +266,8 @@ class RunLogger:
         wall_time: float,
         success_rate: float | None = None,
     ) -> None:
-        self.scalar("eval/mean_return", mean_return, step)
-        self.scalar("eval/std_return", std_return, step)
+        self.scalar(EVAL_MEAN_RETURN, mean_return, step)
+        self.scalar(EVAL_STD_RETURN, std_return, step)
         row = dict(
             step=step,
             mean_return=mean_return,
@@ -233,7 +276,7 @@ class RunLogger:
             wall_time=round(wall_time, 3),
         )
         if success_rate is not None:
-            self.scalar("eval/success_rate", success_rate, step)
+            self.scalar(EVAL_SUCCESS_RATE, success_rate, step)
             row[SUCCESS_FIELD] = success_rate
         self._match_success_column(success_rate is not None)
         with open(self.csv_path, "a", newline="") as f:

@@ -4,10 +4,11 @@ A signal that raised ``KeyboardInterrupt`` wherever it landed could land in the 
 an update (half the optimizer's tensors stepped) or of an evaluation (the checkpoint would
 then pass an evaluation that was never written), and the checkpoint taken on the way out
 would hold that state. So inside :func:`stop_on_signals` the first SIGINT or SIGTERM only
-*asks* to stop (:func:`stop_requested`); the training loop looks after every environment
-step, the run writes its checkpoint and :func:`agents.runs.train.train` raises
-:class:`RunInterrupted`. A second signal raises ``KeyboardInterrupt`` at once (a step that
-hangs), and then no checkpoint is written: the last one, written atomically, stays.
+*asks* to stop (:func:`stop_requested`, :mod:`agents.common.stop_requests`); the training
+loop looks after every environment step and between the updates of a round, the run
+writes its checkpoint and :func:`agents.runs.train.train` raises :class:`RunInterrupted`.
+A second signal raises ``KeyboardInterrupt`` at once (a step that hangs), and then no
+checkpoint is written: the last one, written atomically, stays.
 
 A grid's worker processes ask to stop on every signal and never raise: their parent sends
 the signal on to them when it is the one that got it, so they may receive it twice, and
@@ -24,9 +25,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from ..common.stop_requests import forget_stop_request, request_stop, stop_requested
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-_requested: int | None = None
 _depth = 0
 
 
@@ -43,19 +45,12 @@ class RunInterrupted(KeyboardInterrupt):
         return 128 + self.signum
 
 
-def stop_requested() -> int | None:
-    """The signal that asked the run to stop, or None."""
-    return _requested
-
-
 def _ask_to_stop(signum: int, frame: FrameType | None) -> None:
-    global _requested
-    if _requested is None:
-        _requested = signum
+    request_stop(signum)
 
 
 def _ask_then_raise(signum: int, frame: FrameType | None) -> None:
-    if _requested is not None:
+    if stop_requested() is not None:
         raise KeyboardInterrupt  # the second signal: stop now
     _ask_to_stop(signum, frame)
 
@@ -65,7 +60,7 @@ def stop_on_signals(escalate: bool = True) -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM ask to stop (see the module docstring); with
     ``escalate`` a second one raises ``KeyboardInterrupt``. Nested blocks keep the
     outermost handlers; the request is forgotten when the outermost block ends."""
-    global _depth, _requested
+    global _depth
     if _depth > 0:  # inside another block (or a grid worker): its handlers stay
         _depth += 1
         try:
@@ -81,13 +76,15 @@ def stop_on_signals(escalate: bool = True) -> Iterator[None]:
     for signum, old in previous.items():
         if old is not signal.SIG_IGN:
             signal.signal(signum, handler)
-    _depth, _requested = 1, None
+    _depth = 1
+    forget_stop_request()
     try:
         yield
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
-        _depth, _requested = 0, None
+        _depth = 0
+        forget_stop_request()
 
 
 def install_for_grid_worker() -> None:

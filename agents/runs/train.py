@@ -23,7 +23,7 @@ from ..common.errors import (
 )
 from ..settings import RunSettings, save_settings
 from .agent_factory import make_agent
-from .callback import RunCallback
+from .callback import Progress, RunCallback
 from .explore_log import EXPLORE_CSV, write_explore_csv
 from .layout import CHECKPOINT_DIR, CONFIG_FILE, LEGACY_SB3_CHECKPOINT, has_results
 from .resume import (
@@ -39,7 +39,7 @@ from .stopping import RunInterrupted, stop_on_signals, stop_requested
 
 
 def train(
-    config: RunSettings, resume: bool = False, progress: bool = True, env: gym.Env | None = None
+    config: RunSettings, resume: bool = False, progress: Progress = True, env: gym.Env | None = None
 ) -> Path:
     """Train as ``config`` says and return the run directory.
 
@@ -103,7 +103,7 @@ class OpenRun:
 
 
 def open_run(
-    config: RunSettings, agent: RunnableAgent, run_dir: Path, resume: bool, progress: bool
+    config: RunSettings, agent: RunnableAgent, run_dir: Path, resume: bool, progress: Progress
 ) -> OpenRun | None:
     """Check and prepare a locked run directory for ``agent`` (see :func:`train`); None
     when the run is complete already."""

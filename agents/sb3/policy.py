@@ -39,6 +39,7 @@ How each requirement is met with SB3's own ``DDPG.train()`` / ``TD3.train()``:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -46,7 +47,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3 import TD3
-from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList, EvalCallback
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from stable_baselines3.td3.policies import Actor, TD3Policy
 from torch import Tensor, nn
@@ -58,8 +59,23 @@ from param_explore import linear_layers
 from param_explore.validation import require_positive
 
 from ..common.initialisation import INIT_SCHEMES, initialise_actor_, initialise_critic_
+from ..common.strategies import resolve_strategy
+from ..common.tags import (
+    EVAL_MEAN_RETURN,
+    EVAL_STD_RETURN,
+    EVAL_SUCCESS_RATE,
+    SIGMA,
+    Sigma,
+    explore_scalars,
+    layer_names,
+    learning_rate_scalars,
+    renamed_layers,
+)
 
 POLICY_ALIAS = "ParamExplorePolicy"
+#: The strategy of a policy built without one (with a warning: a dropped ``strategy`` is
+#: otherwise indistinguishable from a chosen default).
+DEFAULT_STRATEGY = "vadam"
 
 
 class ParamExploreActor(Actor):
@@ -131,9 +147,10 @@ class ParamExploreActor(Actor):
 class ParamExplorePolicy(TD3Policy):
     """TD3/DDPG policy whose actor is trained and explores with a ``param_explore`` strategy.
 
-    :param strategy: the strategy's name (``param_explore.available_optimizers()``); its
-        optimizer is ``actor.optimizer``. (``optimizer=`` is read as ``strategy=``, for
-        models saved by earlier versions.)
+    :param strategy: the strategy's name (``param_explore.available_optimizers()``),
+        resolved as ``--opt`` is (``resolve_strategy``); its optimizer is ``actor.optimizer``.
+        (``optimizer=`` is read as ``strategy=``, for models saved by earlier versions.)
+        None: :data:`DEFAULT_STRATEGY`, with a warning.
     :param actor_optimizer_kwargs: overrides of the strategy's Table 3 defaults.
     :param resample: ``step`` (a new θ every rollout step, the paper) or ``episode``
         (needs :class:`ParamExploreCallback` to redraw at episode ends); None: the
@@ -159,7 +176,7 @@ class ParamExplorePolicy(TD3Policy):
         observation_space: spaces.Space,
         action_space: spaces.Box,
         lr_schedule: Schedule,
-        strategy: str = "vadam",
+        strategy: str | None = None,
         actor_optimizer_kwargs: dict[str, Any] | None = None,
         resample: Literal["step", "episode"] | None = None,
         actor_grad_scale: float = 1.0,
@@ -168,8 +185,7 @@ class ParamExplorePolicy(TD3Policy):
         optimizer: str | None = None,
         **kwargs: Any,
     ) -> None:
-        strategy = optimizer or strategy
-        strategy_class = param_explore.optimizer_class(strategy)  # unknown names fail here
+        strategy = optimizer or strategy or _default_strategy()
         if resample not in ("step", "episode", None):
             raise ValueError(f"resample must be 'step', 'episode' or None, got {resample!r}")
         if init != "sb3" and init not in INIT_SCHEMES:
@@ -178,11 +194,22 @@ class ParamExplorePolicy(TD3Policy):
         self.init = init
         self.strategy = strategy
         self.actor_optimizer_kwargs = dict(actor_optimizer_kwargs or {})
-        self.resample = resample or strategy_class.default_resample
-        self.actor_grad_scale = require_positive("actor_grad_scale", actor_grad_scale)
-        self.layer_norm = (
-            strategy_class.default_layer_norm if layer_norm is None else bool(layer_norm)
+        # The one translation of a strategy's name (its defaults of resample and layer_norm
+        # included); unknown names and bad settings fail here.
+        self.resolved = resolve_strategy(
+            strategy,
+            optimizer_kwargs=self.actor_optimizer_kwargs,
+            layer_norm=layer_norm,
+            resample=resample,
         )
+        if self.resolved.noise is not None:
+            raise ValueError(
+                f"strategy {strategy!r} adds action noise, which SB3 takes as its own "
+                f"action_noise= argument: use strategy={self.resolved.optimizer!r} with it"
+            )
+        self.resample = self.resolved.resample
+        self.actor_grad_scale = require_positive("actor_grad_scale", actor_grad_scale)
+        self.layer_norm = self.resolved.layer_norm
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
     def make_actor(self, features_extractor=None) -> ParamExploreActor:
@@ -198,7 +225,7 @@ class ParamExplorePolicy(TD3Policy):
             self.actor_target.load_state_dict(self.actor.state_dict())
             self.critic_target.load_state_dict(self.critic.state_dict())
         optimizer = param_explore.make_optimizer(
-            self.strategy, self.actor, **self.actor_optimizer_kwargs
+            self.resolved.optimizer_class, self.actor, **self.resolved.optimizer_kwargs
         )
         self._strategy_lrs = [group["lr"] for group in optimizer.param_groups]
         optimizer.register_step_pre_hook(self._before_actor_step)
@@ -232,17 +259,44 @@ class ParamExplorePolicy(TD3Policy):
         return self.actor.sampled_forward(observation)
 
     def exploration_statistics(self) -> dict[str, float]:
-        """The strategy's ``explore/*`` scalars: σ over all actor weights, and its own."""
-        return self.actor.optimizer.exploration_statistics()
+        """The strategy's ``explore/*`` scalars: σ over all actor weights, and its own; a
+        layer's under the native actor's name for it (``mu.0`` → ``net.0``,
+        :mod:`agents.common.tags`), so both engines' runs overlay."""
+        linears = (
+            f"mu.{i}" for i, module in enumerate(self.actor.mu) if isinstance(module, nn.Linear)
+        )
+        return renamed_layers(self.actor.optimizer.exploration_statistics(), layer_names(linears))
+
+    def learning_rates(self) -> dict[str, float]:
+        """``train/actor_learning_rate`` (the strategy's) and ``train/critic_learning_rate``
+        (SB3's ``learning_rate`` schedule, now)."""
+        critic = self.critic.optimizer.param_groups[0]["lr"]
+        return learning_rate_scalars(self._strategy_lrs[0], critic)
+
+
+def _default_strategy() -> str:
+    """:data:`DEFAULT_STRATEGY`, said out loud: a sampler or config layer that replaces
+    ``policy_kwargs`` (rl-zoo3's ``--optimize`` does) would otherwise train it silently."""
+    warnings.warn(
+        f"{POLICY_ALIAS} got no strategy in policy_kwargs: training the default "
+        f"{DEFAULT_STRATEGY!r}. Name one (policy_kwargs=dict(strategy=...)); for rl-zoo3's "
+        "--optimize, add --gym-packages agents.sb3.zoo, whose sampler keeps it",
+        stacklevel=3,
+    )
+    return DEFAULT_STRATEGY
 
 
 class ParamExploreCallback(BaseCallback):
     """Records σ statistics of the actor to SB3's logger; redraws ε at episode ends;
     adapts adaptive parameter noise.
 
-    The scalars ``explore/sigma_mean``, ``explore/sigma_min`` and ``explore/sigma_max``
-    (and a strategy's own, such as ``explore/clamped_fraction``) appear in TensorBoard
-    next to SB3's own ones, with the native agent's tag names. With ``param-noise``,
+    Every ``log_every`` steps it records the project's tags (:mod:`agents.common.tags`,
+    the native engine's): ``explore/sigma_*`` for a strategy with weight noise (σ printed
+    with four significant digits on SB3's stdout table), a strategy's own such as
+    ``explore/clamped_fraction``, and both learning rates; after each evaluation of an
+    ``EvalCallback`` in the same ``learn`` call (rl-zoo3's too), ``eval/mean_return`` (and
+    ``eval/std_return``, ``eval/success_rate`` where it keeps its episodes: ``log_path``),
+    at the evaluation's step, beside SB3's ``eval/mean_reward``. With ``param-noise``,
     every ``adaptation_interval`` steps σ is adapted to the action-space distance
     between the perturbed and the mean actor on a replay minibatch's states.
     """
@@ -250,6 +304,21 @@ class ParamExploreCallback(BaseCallback):
     def __init__(self, log_every: int = 1000, verbose: int = 0) -> None:
         super().__init__(verbose)
         self.log_every = log_every
+        #: Evaluations already recorded, per ``EvalCallback`` (by id).
+        self._evaluations: dict[int, int] = {}
+
+    def _on_training_start(self) -> None:
+        policy, noise = self.model.policy, getattr(self.model, "action_noise", None)
+        if (
+            isinstance(policy, ParamExplorePolicy)
+            and policy.actor.optimizer.explores
+            and noise is not None
+        ):
+            warnings.warn(
+                f"{policy.strategy!r} explores with weight noise and the model adds action "
+                f"noise {noise!r} on top; drop action_noise (or use strategy='adam-plain')",
+                stacklevel=2,
+            )
 
     def _on_step(self) -> bool:
         policy = self.model.policy
@@ -259,8 +328,8 @@ class ParamExploreCallback(BaseCallback):
         if policy.resample == "episode" and dones is not None and np.any(dones):
             policy.actor.optimizer.resample_noise()
         if self.num_timesteps % self.log_every < self.training_env.num_envs:
-            for name, value in policy.exploration_statistics().items():
-                self.logger.record(f"explore/{name}", value)
+            self._record_scalars(policy)
+        self._record_evaluations()
         interval = policy.actor.optimizer.noise_adaptation_interval
         if (
             interval
@@ -269,6 +338,36 @@ class ParamExploreCallback(BaseCallback):
         ):
             self._adapt_noise(policy)
         return True
+
+    def _on_training_end(self) -> None:
+        self._record_evaluations()  # one an EvalCallback after this one made at the last step
+
+    def _record_scalars(self, policy: ParamExplorePolicy) -> None:
+        explores = policy.actor.optimizer.explores
+        for tag, value in explore_scalars(policy.exploration_statistics(), explores).items():
+            sigma = tag.partition("/")[2].startswith(SIGMA)
+            self.logger.record(tag, Sigma(value) if sigma else value)
+        for tag, value in policy.learning_rates().items():
+            self.logger.record(tag, value)
+
+    def _record_evaluations(self) -> None:
+        """The project's ``eval/`` tags of each ``EvalCallback`` evaluation not yet
+        recorded, written at its step (an ``EvalCallback`` writes its own at once too)."""
+        for evaluator in _eval_callbacks(self.locals.get("callback")):
+            done = evaluator.n_calls // evaluator.eval_freq if evaluator.eval_freq > 0 else 0
+            if done <= self._evaluations.get(id(evaluator), 0):
+                continue
+            self._evaluations[id(evaluator)] = done
+            self.logger.record(EVAL_MEAN_RETURN, evaluator.last_mean_reward)
+            if len(evaluator.evaluations_results) == done:  # kept with a log_path
+                self.logger.record(
+                    EVAL_STD_RETURN, float(np.std(evaluator.evaluations_results[-1]))
+                )
+            if len(evaluator.evaluations_successes) == done:  # kept with a log_path
+                self.logger.record(
+                    EVAL_SUCCESS_RATE, float(np.mean(evaluator.evaluations_successes[-1]))
+                )
+            self.logger.dump(evaluator.num_timesteps)
 
     @torch.no_grad()
     def _adapt_noise(self, policy: ParamExplorePolicy) -> None:
@@ -283,6 +382,15 @@ class ParamExploreCallback(BaseCallback):
             return actor.forward_at(obs, weights)
 
         actor.optimizer.adapt_noise(actions_at)
+
+
+def _eval_callbacks(callback: BaseCallback | None) -> list[EvalCallback]:
+    """The ``EvalCallback`` instances among ``callback`` (a ``CallbackList``'s, nested)."""
+    if isinstance(callback, EvalCallback):
+        return [callback]
+    if isinstance(callback, CallbackList):
+        return [found for child in callback.callbacks for found in _eval_callbacks(child)]
+    return []
 
 
 def register_policy_alias() -> None:

@@ -16,10 +16,21 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
-from ..common.checks import coerce_fields, coerce_value, require, require_known, require_layers
+from ..common.checks import (
+    coerce_fields,
+    coerce_value,
+    require,
+    require_finishable,
+    require_known,
+    require_layers,
+)
 from ..common.memory_budget import FLOAT32, MemoryNeed
 from ..common.strategies import Resample, Strategy, resolve_strategy
 
+#: The DDPG settings the update takes as numbers, which members of one population may each
+#: have of their own (:mod:`agents.ddpg.population`: each member's step numbers are its
+#: own); every other setting shapes the stacked tensors or the schedule, and members share it.
+PER_MEMBER_KEYS = ("optimizer_kwargs", "action_noise", "gamma", "tau", "critic_lr")
 #: The settings-file keys that make up a DDPG strategy (:class:`Strategy`).
 STRATEGY_KEYS = ("strategy", "optimizer_kwargs", "action_noise", "resample", "layer_norm")
 #: What each strategy key may hold as read from a file (before it is resolved).
@@ -77,6 +88,11 @@ class DDPGSettings:
         coerce_fields(self)
         for key in ("buffer_size", "batch_size", "gradient_steps", "train_every"):
             require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
+        require_finishable(
+            "gradient_steps",
+            self.gradient_steps / self.train_every,
+            f"{self.gradient_steps} every {self.train_every} step(s)",
+        )
         require(self.critic_l2_reg >= 0, f"critic_l2_reg must be >= 0, got {self.critic_l2_reg}")
         require(self.learning_starts >= 0, "learning_starts must be >= 0")
         require(
@@ -125,6 +141,11 @@ class DDPGSettings:
             f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "strategy"
         }
         return {**self.strategy.settings(), **hyperparameters}
+
+    def shared_by_members(self) -> dict[str, Any]:
+        """The settings members of one population must share: all but
+        :data:`PER_MEMBER_KEYS` (the one rule of who may share a population)."""
+        return {k: v for k, v in self.values().items() if k not in PER_MEMBER_KEYS}
 
     def memory_needs(self, obs_dim: int, action_dim: int) -> list[MemoryNeed]:
         """What these settings need in memory at least (``agents.common.memory_budget``):

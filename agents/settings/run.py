@@ -113,6 +113,12 @@ class RunSettings:
                     "update and loop)",
                 )
             require(
+                self.learner.train_every <= self.total_steps,
+                f"train_every ({self.learner.train_every}) exceeds total_steps "
+                f"({self.total_steps}): updates come every train_every steps, so this run "
+                "would never train",
+            )
+            require(
                 self.bonus is None or self.engine == "native",
                 "a curiosity bonus with DDPG runs on the native engine only (on the sb3 "
                 "engine, with --algo trpo)",
@@ -129,6 +135,20 @@ class RunSettings:
         if isinstance(self.learner, TRPOSettings):
             return TRPO_STRATEGY
         return self.learner.strategy.name
+
+    def population_key(self) -> tuple:
+        """What the members of one population share, as one value: the learner's settings
+        but those the update takes as numbers (:meth:`DDPGSettings.shared_by_members`), the
+        bonus's kind, and every run setting but the seed and the variant's label."""
+        values = self.values()
+        shared = {k: v for k, v in values.items() if k not in ("seed", "variant", "bonus")}
+        if isinstance(self.learner, DDPGSettings):
+            shared = {
+                **{k: v for k, v in shared.items() if k not in self.learner.values()},
+                **self.learner.shared_by_members(),
+            }
+        bonus = values["bonus"].get("kind") if values["bonus"] else None
+        return (repr(sorted(shared.items())), bonus)
 
     def run_dir(self) -> Path:
         """``<logdir>/<env>/<strategy>[+<bonus>][-sb3][@<variant>]/seed<k>``: TensorBoard

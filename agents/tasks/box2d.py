@@ -49,6 +49,16 @@ class RotationLimit:
             if not np.array_equal(limited, speeds):
                 data.qvel[:] += self._correction @ (limited - speeds)
 
+    def limit_rows(self, qvel: np.ndarray) -> np.ndarray:
+        """The limit on N copies' joint velocities at once, (N, nv): the rows :meth:`step`
+        would correct, corrected by the same pseudo-inverse."""
+        speeds = qvel @ self.body_rates.T
+        excess = np.clip(speeds, -self.limit, self.limit) - speeds
+        clipped = (excess != 0).any(axis=1)
+        corrected = qvel.copy()
+        corrected[clipped] += excess[clipped] @ self._correction.T
+        return corrected
+
 
 class Box2DModelTask(MujocoEnv, utils.EzPickle):
     """A task on a MuJoCo model (``assets/<model>``) of one of rllab's Box2D systems.

@@ -70,18 +70,8 @@ done
 compare_runs "${dirs[@]}" --strategies "$SWEEP" --at 50000,100000 --out sweep
 
 # Labelled comparisons: run directories of one env told apart by a label after each strategy.
-compare_labelled() {  # $1: output directory, $2: strategies, then pairs of run directory and
-  local out=$1 strategies=$2 dirs=() labels=()  # label; absent directories are skipped
-  shift 2
-  while [ $# -gt 0 ]; do
-    if [ -d "$1" ]; then dirs+=("$1") labels+=("$2"); fi
-    shift 2
-  done
-  if [ ${#dirs[@]} -gt 1 ]; then
-    compare_runs "${dirs[@]}" --labels "$(IFS=,; echo "${labels[*]}")" \
-      --strategies "$strategies" --at 50000,100000 --out "$out"
-  fi
-}
+# shellcheck source=../compare_labelled.sh
+source ../compare_labelled.sh
 
 # One sample per step against one per episode, Vadam and fixed-noise at each c, on the
 # sparse tasks.

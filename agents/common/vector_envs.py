@@ -1,0 +1,174 @@
+"""N copies of one env stepped together: the project's batched implementation of a task, or
+a loop over gymnasium envs.
+
+A population steps its members' envs, and a test phase its members' test episodes, as one
+:class:`gymnasium.vector.VectorEnv` from :func:`make_vector_env`. Where the project has a
+batched implementation of the id (:data:`BATCHED`: array code over the copies, one MuJoCo
+``mujoco.batch.Batch`` for a MuJoCo task) that is what it returns; any other env is a
+:class:`LoopVectorEnv`, gymnasium's ``SyncVectorEnv`` over :func:`make_env` copies (a Python
+loop, as a population stepped before), and the log says so once per env id.
+
+**The contract** every vector env this module returns keeps, so that its user cannot tell
+the two apart but by speed:
+
+* ``autoreset_mode`` is ``AutoresetMode.SAME_STEP`` (``metadata["autoreset_mode"]``): a
+  sub-env whose episode ends (terminated or truncated) is reset within the same ``step``;
+  the step returns the new episode's first observation in its row, and the finished
+  episode's last observation in ``infos["final_obs"][i]`` (an object array, ``None`` in the
+  rows that did not finish) with ``infos["_final_obs"]`` the mask of the rows that did; the
+  finished episode's last ``info`` is in ``infos["final_info"]`` (a dict of arrays with
+  their ``_<key>`` masks) and ``infos["_final_info"]`` — gymnasium 1.4's names and layout
+  (``SyncVectorEnv.step``, ``VectorEnv._add_info``);
+* every other key of a sub-env's ``info`` is ``infos[key]`` (N,) with its mask
+  ``infos["_" + key]``, as ``SyncVectorEnv`` lays it out: in a row that was reset the value
+  is the reset's ``info``'s (none, for every task here: mask False). Success is
+  ``infos["is_success"]`` while an episode runs and ``infos["final_info"]["is_success"]`` at
+  its last step;
+* ``reset(seed=[s_0, …, s_{N-1}])`` seeds the copies (an int ``s`` means ``[s, s+1, …]``,
+  ``None`` fresh entropy, as ``SyncVectorEnv``); ``options={"reset_mask": mask}`` resets the
+  masked rows only;
+* observations, rewards, terminations and truncations are arrays of shape (N, …): the
+  observations of the single env's observation space's dtype (float32 for the mountain car,
+  float64 for MuJoCo), rewards float64, terminations and truncations bool — the single env's
+  values (its wrappers, the time limit included) for the same state and action;
+* ``pop_coverage() -> list[dict[str, float]]``: each sub-env's coverage since the last call,
+  as :func:`agents.common.envs.coverage_statistics` reads it from one env ({} for a task
+  that reports none).
+
+The batched implementations draw every random quantity of a step once for all copies: one
+``np.random.Generator`` per vector env, made at ``reset(seed=seeds)`` as
+``np.random.default_rng(seeds)`` (the list of N seeds is its entropy, so the same seeds give
+the same start states, and copy k's states are not those of a single env seeded ``s_k``);
+an autoreset draws the start states of the copies that finished, in row order (one call
+for all of them). With ``None`` among the seeds, the generator takes fresh entropy. A
+:class:`LoopVectorEnv` seeds each copy as ``SyncVectorEnv`` does.
+
+Measured (N = 10 copies, random actions, 2 s each, side by side on a 2-core machine that
+others loaded): ``SparseMountainCar-v0`` batched 95 k env-steps/s against the loop's 39 k
+(2.4×), ``HalfCheetah-v4`` 9.1–9.6 k against 5.7–5.9 k (1.6×; the simulation itself is 90 %
+of the batched step).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
+
+from .envs import coverage_statistics, episode_limit, from_unit_range, make_env
+from .errors import ConfigError
+
+#: env id → ``"module:callable"`` of its batched implementation, imported when first used
+#: (the implementations live with the tasks, which this family does not import). The
+#: callable takes ``(single_env, num_envs, max_episode_steps)`` — ``single_env`` made by
+#: :func:`make_env` with the run's ``env_kwargs``, from which it reads the task's settings —
+#: and returns a :class:`VectorEnv` keeping the contract above, or None when it cannot
+#: represent that env (a setting it does not model), which then falls back to the loop.
+BATCHED: dict[str, str] = {
+    "SparseMountainCar-v0": "agents.tasks.mountain_car_batch:batched_mountain_car",
+    "MountainCarContinuous-v0": "agents.tasks.mountain_car_batch:batched_mountain_car",
+    "SparseHalfCheetah-v5": "agents.tasks.sparse_mujoco_batch:batched_sparse_mujoco",
+    "SparseCartpoleSwingup-v0": "agents.tasks.sparse_mujoco_batch:batched_sparse_mujoco",
+    "SparseDoublePendulum-v0": "agents.tasks.sparse_mujoco_batch:batched_sparse_mujoco",
+    "HalfCheetah-v4": "agents.tasks.locomotion_batch:batched_locomotion",
+    "Hopper-v4": "agents.tasks.locomotion_batch:batched_locomotion",
+    "Walker2d-v4": "agents.tasks.locomotion_batch:batched_locomotion",
+    "Ant-v4": "agents.tasks.locomotion_batch:batched_locomotion",
+}
+
+_said: set[str] = set()
+
+
+class LoopVectorEnv(SyncVectorEnv):
+    """gymnasium's ``SyncVectorEnv`` in ``SAME_STEP`` mode, with the coverage of its copies."""
+
+    def __init__(self, env_fns: list[Callable[[], gym.Env]]) -> None:
+        super().__init__(env_fns, autoreset_mode=AutoresetMode.SAME_STEP)
+
+    def pop_coverage(self) -> list[dict[str, float]]:
+        """Each copy's coverage since the last call ({} where its task reports none)."""
+        return [coverage_statistics(env) for env in self.envs]
+
+
+def make_vector_env(
+    env_id: str,
+    num_envs: int,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    *,
+    normalize_actions: bool = False,
+    wrap: Callable[[gym.Env], gym.Env] | None = None,
+) -> VectorEnv:
+    """``num_envs`` copies of ``env_id`` as one vector env keeping the module's contract.
+
+    ``env_kwargs`` and ``max_episode_steps`` are :func:`make_env`'s (a bad one is its
+    :class:`ConfigError`, raised before anything else is built). ``normalize_actions``
+    takes the actions in [−1, 1] as :class:`agents.common.envs.NormalizedActions` does.
+    ``wrap`` is applied to each copy of the loop (the runs give
+    :func:`agents.tasks.with_task_report`); a batched implementation reports its task itself.
+    """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    single = make_env(env_id, env_kwargs, max_episode_steps)
+    vector = None
+    entry_point = BATCHED.get(env_id)
+    if entry_point is not None:
+        module, name = entry_point.split(":")
+        make_batched = getattr(importlib.import_module(module), name)
+        vector = make_batched(single, num_envs, episode_limit(single))
+    if vector is None:
+        why = (
+            "no batched implementation"
+            if entry_point is None
+            else "settings its batched form does not model"
+        )
+        _say_once(env_id, f"{env_id}: {why}; its {num_envs} copies step in a Python loop")
+        vector = _loop(single, num_envs, env_id, env_kwargs, max_episode_steps, wrap)
+    else:
+        single.close()
+    if normalize_actions:
+        vector = NormalizedVectorActions(vector)
+    return vector
+
+
+def _loop(
+    first: gym.Env,
+    num_envs: int,
+    env_id: str,
+    env_kwargs: dict[str, Any] | None,
+    max_episode_steps: int | None,
+    wrap: Callable[[gym.Env], gym.Env] | None,
+) -> LoopVectorEnv:
+    wrap = wrap or (lambda env: env)
+    fns = [lambda: wrap(first)] + [
+        lambda: wrap(make_env(env_id, env_kwargs, max_episode_steps))
+    ] * (num_envs - 1)
+    return LoopVectorEnv(fns)
+
+
+def _say_once(key: str, message: str) -> None:
+    if key not in _said:
+        _said.add(key)
+        print(f"note: {message} (shown once per process)", file=sys.stderr, flush=True)
+
+
+class NormalizedVectorActions(gym.vector.VectorActionWrapper):
+    """:class:`agents.common.envs.NormalizedActions` for all copies at once: actions in
+    [−1, 1] per dimension, mapped to the env's range and clipped (the same function)."""
+
+    def __init__(self, env: VectorEnv) -> None:
+        super().__init__(env)
+        space = env.single_action_space
+        self.single_action_space = gym.spaces.Box(-1.0, 1.0, space.shape, dtype=space.dtype)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
+
+    def actions(self, actions: np.ndarray) -> np.ndarray:
+        return from_unit_range(actions, self.env.single_action_space)
+
+    def pop_coverage(self) -> list[dict[str, float]]:
+        return self.env.pop_coverage()

@@ -1,0 +1,219 @@
+"""IVON (``--opt ivon``) against its authors' implementation, ``ivon-opt`` 0.1.3.
+
+The same network, data and weight noise go through both: ``ivon-opt`` draws its perturbation
+inside ``sampled_params`` as ``torch.randn(numel) / √(ess·(h + δ))`` from the global
+generator, over the parameter group flattened; the same ε, drawn here from the same seed
+and cut into the parameters' shapes, is put into this optimizer's state. Step by step the
+means, h, σ and the momentum must agree to float64 rounding, for both Hessian estimates,
+with and without clipping the mean's step. Then IVON runs where the toolkit runs it: SB3's
+policy, ``train_agent`` eager and compiled, in a population.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import yaml
+
+import param_explore as pe
+
+ivon_opt = pytest.importorskip("ivon", reason="ivon-opt is in the test extra")
+
+SETTINGS = dict(lr=0.05, ess=50.0, hess_init=0.75, beta1=0.8, beta2=0.9, weight_decay=1e-3)
+
+
+def make_net(seed: int = 0) -> torch.nn.Sequential:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Linear(3, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2)
+    ).double()
+
+
+def loss(net: torch.nn.Module, step: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(100 + step)
+    x = torch.randn(8, 3, generator=gen, dtype=torch.float64)
+    y = torch.randn(8, 2, generator=gen, dtype=torch.float64)
+    return (net(x) - y).square().sum()
+
+
+def flat(tensors) -> torch.Tensor:
+    return torch.cat([t.detach().flatten() for t in tensors])
+
+
+@pytest.mark.parametrize("clip_radius", [None, 0.02], ids=["no-clip", "clip"])
+@pytest.mark.parametrize("hess_approx", ["price", "gradsq"])
+def test_ivon_is_ivon_opt_step_by_step(hess_approx, clip_radius):
+    ours_net, theirs_net = make_net(), make_net()
+    ours = pe.make_optimizer(
+        "ivon", ours_net, hess_approx=hess_approx, clip_radius=clip_radius, **SETTINGS
+    )
+    theirs = ivon_opt.IVON(
+        theirs_net.parameters(), mc_samples=1, hess_approx=hess_approx,
+        clip_radius=math.inf if clip_radius is None else clip_radius, **SETTINGS,
+    )  # fmt: skip
+    numel = sum(p.numel() for p in ours_net.parameters())
+    clipped = 0
+    for step in range(6):
+        torch.manual_seed(1000 + step)  # ivon-opt's draw, made here first
+        eps = torch.randn(numel, dtype=torch.float64)
+        ours.resample_noise()
+        offset = 0
+        for p in ours_net.parameters():
+            ours.state[p]["noise"].copy_(eps[offset : offset + p.numel()].view(p.shape))
+            offset += p.numel()
+        before = flat(ours_net.parameters())
+
+        ours.zero_grad()
+        with ours.training_params():
+            loss(ours_net, step).backward()
+        ours.step()
+
+        theirs.zero_grad()
+        torch.manual_seed(1000 + step)
+        with theirs.sampled_params(train=True):
+            loss(theirs_net, step).backward()
+        theirs.step()
+
+        group = theirs.param_groups[0]
+        tight = dict(rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(
+            flat(ours_net.parameters()), flat(theirs_net.parameters()), **tight
+        )
+        hess = flat(ours.state[p]["hess"] for p in ours_net.parameters())
+        torch.testing.assert_close(hess, group["hess"], **tight)
+        momentum = flat(ours.state[p]["exp_avg"] for p in ours_net.parameters())
+        torch.testing.assert_close(momentum, group["momentum"], **tight)
+        sigma = 1.0 / (group["ess"] * (group["hess"] + group["weight_decay"])).sqrt()
+        torch.testing.assert_close(flat(ours.sampling_std()), sigma, **tight)
+        radius = math.inf if clip_radius is None else clip_radius
+        bound = SETTINGS["lr"] * (SETTINGS["hess_init"] + SETTINGS["weight_decay"]) * radius
+        moved = (flat(ours_net.parameters()) - before).abs()
+        clipped += int((moved >= bound * (1 - 1e-9)).sum())
+        assert bool((moved <= bound * (1 + 1e-9)).all())
+    assert (clipped > 0) == (clip_radius is not None)  # the clip bit where it was set
+    assert float(hess.std()) > 0  # h moved, differently per weight
+
+
+def test_a_parameter_never_perturbed_keeps_its_curvature():
+    """A LayerNorm's parameters (never perturbed, ε = 0) give Price's estimate no sample:
+    their h stays h₀ while the perturbed weights' h moves; both means are trained."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.LayerNorm(4), torch.nn.Linear(4, 2)
+    ).double()
+    opt = pe.make_optimizer("ivon", net, beta2=0.5, ess=10.0, lr=0.1)
+    before = [p.detach().clone() for p in net.parameters()]
+    for step in range(3):
+        opt.resample_noise()
+        opt.zero_grad()
+        with opt.training_params():
+            loss(net, step).backward()
+        opt.step()
+    for (name, p), old in zip(net.named_parameters(), before):
+        hess = opt.state[p]["hess"]
+        assert not torch.equal(p.detach(), old), name
+        assert torch.equal(hess, torch.ones_like(hess)) == name.startswith("1."), name
+
+
+def test_the_defaults_start_sigma_at_the_study_values():
+    """σ₀ = 1/√(ess·(h₀ + δ)): 0.1 at the preset's ess = 100, 0.032 at 1000."""
+    net = torch.nn.Linear(2, 2)
+    sigma = pe.make_optimizer("ivon", net).sampling_std()[0]
+    assert float(sigma.mean()) == pytest.approx(1 / math.sqrt(100 * (1 + 1e-4)), rel=1e-6)
+    sigma = pe.make_optimizer("ivon", net, ess=1000.0).sampling_std()[0]
+    assert float(sigma.mean()) == pytest.approx(0.0316, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(hess_approx="fisher"), "hess_approx must be one of price, gradsq"),
+        (dict(clip_radius=0.0), "clip_radius must be a finite number > 0 or null"),
+        (dict(clip_radius=math.inf), "clip_radius must be a finite number > 0 or null"),
+        (dict(ess=-1.0), "ess must be a finite number > 0"),
+        (dict(beta2=1.0), r"beta2 must be in \[0, 1\)"),
+        (dict(hess_init=0.0), "hess_init must be a finite number > 0"),
+    ],
+)
+def test_bad_settings_are_one_message(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        pe.make_optimizer("ivon", torch.nn.Linear(2, 2), **overrides)
+
+
+def test_the_preset_restates_the_defaults():
+    from agents.settings.files import load_yaml, preset_path
+
+    preset = load_yaml(preset_path("ivon"))
+    assert preset["optimizer_kwargs"] == pe.hyperparameters("ivon")
+    text = preset_path("ivon").read_text()
+    assert "0.032" in text and "ivon-opt" in text  # the other study value; the source
+
+
+@pytest.mark.trains
+def test_sb3_policy_trains_with_ivon():
+    from stable_baselines3 import DDPG
+
+    from agents.sb3.policy import ParamExplorePolicy
+
+    model = DDPG(
+        "ParamExplorePolicy", "Pendulum-v1", learning_starts=20, batch_size=16, seed=0,
+        policy_kwargs=dict(strategy="ivon", net_arch=[16, 16]), device="cpu",
+    )  # fmt: skip
+    assert isinstance(model.policy, ParamExplorePolicy)
+    before = [p.detach().clone() for p in model.policy.actor.parameters()]
+    hess = [model.policy.actor.optimizer._init_state(g, p)["hess"].clone()
+            for g in model.policy.actor.optimizer.param_groups for p in g["params"]]  # fmt: skip
+    model.learn(60)
+    after = list(model.policy.actor.parameters())
+    assert not torch.equal(before[0], after[0])
+    opt = model.policy.actor.optimizer
+    moved = [opt.state[p]["hess"] for g in opt.param_groups for p in g["params"]]
+    assert any(not torch.equal(a, b) for a, b in zip(hess, moved))
+
+
+SHORT = ["--env", "Pendulum-v1", "--opt", "ivon", "--steps", "300", "--eval-every", "300",
+         "--eval-episodes", "1", "--set", "hidden_sizes=[16,16]", "--set", "learning_starts=100",
+         "--no-progress"]  # fmt: skip
+
+
+@pytest.mark.trains
+def test_train_agent_with_ivon_eager(tmp_path, train_agent):
+    result = train_agent(*SHORT, "--no-compile", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    config = yaml.safe_load(
+        (tmp_path / "runs" / "Pendulum-v1" / "ivon" / "seed0" / "config.yaml").read_text()
+    )
+    assert config["strategy"] == "ivon"
+    assert config["optimizer_kwargs"]["ess"] == 100.0
+
+
+@pytest.mark.slow
+@pytest.mark.trains
+def test_train_agent_with_ivon_compiled(tmp_path, train_agent):
+    result = train_agent(*SHORT, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "runs" / "Pendulum-v1" / "ivon" / "seed0" / "eval.csv").exists()
+
+
+@pytest.mark.trains
+def test_ivon_is_vimes_posterior_in_a_run(tmp_path, train_agent):
+    """``--set bonus.posterior=ivon``: its VI settings, fits, information gains, the bonus."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = [*SHORT, "--no-compile", "--bonus", "vime", "--set", "bonus.posterior=ivon",
+            "--set", "bonus.hidden_sizes=[8]", "--set", "bonus.num_samples=3",
+            "--set", "bonus.min_pool_size=100", "--set", "bonus.fit_every=100",
+            "--set", "log_every=100"]  # fmt: skip
+    result = train_agent(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "runs" / "Pendulum-v1" / "ivon+vime-ivon" / "seed0"
+    events = EventAccumulator(str(run_dir)).Reload()
+    gains = [e.value for e in events.Scalars("bonus/info_gain_median")]
+    assert gains and gains[-1] > 0
+    state = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    group = state["bonus"]["dynamics"]["optimizer"]["param_groups"][0]
+    num_data, prior_variance = 50.0, 0.25  # kl_batches · pool_batch_size; prior_std²
+    assert group["ess"] == num_data
+    assert group["weight_decay"] == pytest.approx(1 / (num_data * prior_variance))

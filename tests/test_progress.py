@@ -1,0 +1,62 @@
+"""What a run shows while it trains: a single run's bar with one speed figure and the
+latest evaluation; a grid's runs, one status line each, and evaluation lines that name
+their run."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from agents.runs import callback
+from agents.runs.grid import run_task
+from agents.runs.run_logger import read_eval_csv
+from agents.settings.resolve import resolve_runs
+
+ENV = "Pendulum-v1"
+SETS = ["hidden_sizes=[16,16]", "learning_starts=50", "log_every=100", "compile=false"]
+
+
+def test_a_single_runs_bar_shows_one_speed_and_the_latest_eval(train_agent, tmp_path, capsys):
+    """The bar on a terminal (stderr made one): its last state, as the run ends, has the
+    training throughput once (tqdm's own rate hidden) and the last evaluation's return."""
+    capsys.readouterr()
+    sys.stderr.isatty = lambda: True  # capsys's stream, replaced after the test
+    result = train_agent("--env", ENV, "--steps", "400", "--eval-every", "200",
+                         "--eval-episodes", "1", "--logdir", "out", "--no-compile",
+                         "--set", "hidden_sizes=[16,16]", "--set", "learning_starts=50",
+                         "--set", "log_every=100", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "out" / ENV / "vadam" / "seed0"
+    last = read_eval_csv(run_dir / "eval.csv")[-1]
+    final = result.stderr.replace("\r", "\n").strip().splitlines()[-1]
+    assert final.startswith(f"{ENV}/vadam/seed0: 100%")  # the bar names the run
+    assert "400/400" in final
+    assert len(re.findall(r"/s\b", final)) == 1 and "steps/s=" in final  # one speed
+    assert f"eval={last['mean_return']:.1f}" in final  # the evaluation at step 400
+    assert f"{ENV}/vadam/seed0 step 400: eval return {last['mean_return']:.1f}" in result.stdout
+
+
+def test_a_grids_runs_print_status_and_eval_lines_naming_the_run(tmp_path, capsys, monkeypatch):
+    """A grid's task (a population of two seeds here) in "lines" progress: every line,
+    status or evaluation, starts with the run's name; status lines give the step, the
+    speed and the latest evaluation."""
+    monkeypatch.setattr(callback, "STATUS_SECONDS", 0.0)  # a status line at every log
+    monkeypatch.chdir(tmp_path)
+    configs = resolve_runs(["vadam"], [0, 1], None, [*SETS, "logdir=out"], env=ENV,
+                           total_steps=200, eval_every=100, eval_episodes=1)  # fmt: skip
+    capsys.readouterr()
+    outcomes = run_task(configs, threads=1)
+    assert [o.ok for o in outcomes] == [True, True], outcomes
+    lines = capsys.readouterr().out.splitlines()
+    for seed in (0, 1):
+        name = f"{ENV}/vadam/seed{seed}"
+        evals = {row["step"]: row["mean_return"]
+                 for row in read_eval_csv(tmp_path / "out" / name / "eval.csv")}  # fmt: skip
+        own = [line for line in lines if line.startswith(f"{name} ")]
+        assert f"{name} step 100: eval return {evals[100]:.1f}" in "\n".join(own)
+        status = [line for line in own if re.match(rf"{name} step \d+/200 \(\d+%\)", line)]
+        assert [line.split()[2] for line in status] == ["100/200", "200/200"]
+        assert re.search(r", \d+ steps/s", status[0])
+        assert f"last eval return {evals[100]:.1f}" in status[-1]
+    run_lines = [line for line in lines if " step " in line]
+    assert all(line.startswith(f"{ENV}/vadam/seed") for line in run_lines)
