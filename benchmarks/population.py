@@ -26,14 +26,17 @@ compiles from scratch, ~20-40 s once per machine; ``--cold`` skips the warm-up):
 timed run then meets the cache a user's second run meets, and its start (imports,
 loading the compiled graph, tracing) is counted in every run.
 
-With ``--peak``, it also measures this machine's fp32 matrix-product peak on one thread
-(a 1024³ ``torch.mm``) and the time of a population's compiled update of HalfCheetah's
-400-300 networks (163 MFLOP per member), and prints the fraction of the peak it reaches.
+With ``--peak``, it also measures the fp32 matrix-product peak (one CPU thread, a 1024³
+``torch.mm``; on ``--device cuda`` the GPU's, 8192³ with TF32 off) and, for each N of
+``--members``, the time of a population's compiled update of HalfCheetah's 400-300
+networks (163 MFLOP per member), and prints the fraction of the peak it reaches.
+``--device cuda`` trains every run on the GPU (``train_agent --device cuda``);
+``benchmarks/gpu_check.sh`` is the prepared GPU run.
 
     python benchmarks/population.py [--tasks sparse halfcheetah] [--members 1 5 10 20]
                                     [--modes population grid sb3] [--steps-sparse 20000]
                                     [--steps-halfcheetah 5000] [--peak] [--cold]
-                                    [--json FILE]
+                                    [--device cpu|cuda] [--workers 2] [--json FILE]
 
 Run it on an otherwise idle machine (``uptime``'s load below 0.2 before it starts): the
 three ways are timed one after the other, and another process on the cores skews them.
@@ -74,18 +77,24 @@ WORKERS = 2
 
 
 def time_train_agent(
-    task: str, members: int, steps: int, population: bool, warm: bool = True
+    task: str,
+    members: int,
+    steps: int,
+    population: bool,
+    warm: bool = True,
+    device: str = "cpu",
+    workers: int = WORKERS,
 ) -> float:
-    """Seconds of one ``train_agent`` grid of ``members`` seeds, two workers (after the
-    same grid for 300 steps, unless not ``warm``)."""
+    """Seconds of one ``train_agent`` grid of ``members`` seeds on ``workers`` workers (after
+    the same grid for 300 steps, unless not ``warm``)."""
     if warm:
-        time_train_agent(task, members, 300, population, warm=False)
+        time_train_agent(task, members, 300, population, False, device, workers)
     env, extra, _, _, _ = TASKS[task]
     with tempfile.TemporaryDirectory() as logdir:
         command = [
             sys.executable, "-m", "agents.cli", "--env", env, "--opt", STRATEGY,
-            "--seeds", str(members), "--steps", str(steps), "--workers", str(WORKERS),
-            "--logdir", logdir, "--no-progress", *extra,
+            "--seeds", str(members), "--steps", str(steps), "--workers", str(workers),
+            "--logdir", logdir, "--no-progress", "--device", device, *extra,
         ]  # fmt: skip
         if members == 1:  # a single run: train_agent's own path, both cores' threads
             command[command.index("--seeds") : command.index("--seeds") + 2] = ["--seed", "0"]
@@ -128,23 +137,36 @@ def time_sb3(task: str, members: int, steps: int) -> float:
     return time.perf_counter() - start
 
 
-def matmul_peak() -> float:
-    """GFLOP/s of a 1024³ fp32 ``torch.mm`` on one thread, best of 20."""
+def matmul_peak(device: str = "cpu") -> float:
+    """GFLOP/s of an fp32 ``torch.mm``, best of 20: 1024³ on one CPU thread, 8192³ on a GPU
+    (TF32 off: the update runs in full fp32)."""
     import torch
 
     torch.set_num_threads(1)
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    n = 1024 if device == "cpu" else 8192
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     best = float("inf")
     for _ in range(20):
+        synchronize(device)
         start = time.perf_counter()
         torch.mm(a, b)
+        synchronize(device)
         best = min(best, time.perf_counter() - start)
-    return 2 * 1024**3 / best / 1e9
+    return 2 * n**3 / best / 1e9
 
 
-def population_update_seconds(members: int, updates: int = 200) -> float:
+def synchronize(device: str) -> None:
+    """Wait for the device's queued work (a GPU runs asynchronously to the timer)."""
+    import torch
+
+    if device != "cpu":
+        torch.cuda.synchronize(device)
+
+
+def population_update_seconds(members: int, updates: int = 200, device: str = "cpu") -> float:
     """Seconds per compiled update of a population of ``members`` vadam DDPGs with the
-    400-300 networks (HalfCheetah-v4), one thread, after a warm-up."""
+    400-300 networks (HalfCheetah-v4), one CPU thread, after a warm-up."""
     import torch
 
     from agents.ddpg.population import make_population
@@ -154,13 +176,15 @@ def population_update_seconds(members: int, updates: int = 200) -> float:
     config = DDPGSettings.from_values(
         {"strategy": STRATEGY, "learning_starts": 64, "compile": True}
     )
-    population = make_population("HalfCheetah-v4", [config] * members, list(range(members)), "cpu")
+    population = make_population("HalfCheetah-v4", [config] * members, list(range(members)), device)
     from agents.common.callbacks import Callback
 
     population.learn(128, [Callback() for _ in range(members)])  # fills, compiles, updates
+    synchronize(device)
     start = time.perf_counter()
     for _ in range(updates):
         population.train_step()
+    synchronize(device)
     return (time.perf_counter() - start) / updates
 
 
@@ -175,6 +199,9 @@ def main() -> None:
     parser.add_argument("--peak", action="store_true", help="also the update's share of peak")
     parser.add_argument("--cold", action="store_true", help="no warm-up run of each command")
     parser.add_argument("--json", help="write the results to this file")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where runs train (sb3 mode: always the CPU)")  # fmt: skip
+    parser.add_argument("--workers", type=int, default=WORKERS, help=f"default {WORKERS}")
     args = parser.parse_args()
 
     load = os.getloadavg()[0]
@@ -183,7 +210,7 @@ def main() -> None:
     for task in args.tasks:
         steps = args.steps_sparse if task == "sparse" else args.steps_halfcheetah
         print(f"--- {task}: {TASKS[task][0]}, {STRATEGY}, {steps} steps per seed, "
-              f"{WORKERS} workers (seed-steps per second)")  # fmt: skip
+              f"{args.workers} workers, {args.device} (seed-steps per second)")  # fmt: skip
         rows = {}
         for members in args.members:
             seconds = {}
@@ -192,8 +219,9 @@ def main() -> None:
                     seconds[mode] = time_sb3(task, members, steps)
                 else:
                     seconds[mode] = time_train_agent(
-                        task, members, steps, mode == "population", not args.cold
-                    )
+                        task, members, steps, mode == "population", not args.cold,
+                        args.device, args.workers,
+                    )  # fmt: skip
             rate = {mode: members * steps / s for mode, s in seconds.items()}
             rows[members] = {"seconds": seconds, "seed_steps_per_second": rate}
             cells = [f"{mode} {rate[mode]:7.0f}" for mode in args.modes]
@@ -203,12 +231,16 @@ def main() -> None:
             print(f"  N = {members:2d}: " + "   ".join(cells))
         results["tasks"][task] = {"steps": steps, "members": rows}
     if args.peak:
-        peak = matmul_peak()
-        update = population_update_seconds(10)
-        share = 10 * 163e6 / update / 1e9 / peak
-        print(f"--- fp32 matmul peak, one thread: {peak:.0f} GFLOP/s; a population of 10 "
-              f"400-300 vadam updates in {update * 1e3:.1f} ms: {share:.0%} of peak")  # fmt: skip
-        results["peak"] = {"gflops": peak, "update_seconds_10": update, "share": share}
+        peak = matmul_peak(args.device)
+        results["peak"] = {"device": args.device, "gflops": peak}
+        for members in args.members:
+            update = population_update_seconds(members, device=args.device)
+            share = members * 163e6 / update / 1e9 / peak
+            print(f"--- fp32 matmul peak ({args.device}): {peak:.0f} GFLOP/s; a population of "
+                  f"{members} 400-300 vadam updates in {update * 1e3:.2f} ms: {share:.1%} "
+                  "of peak")  # fmt: skip
+            results["peak"][f"update_seconds_{members}"] = update
+            results["peak"][f"share_{members}"] = share
     results["load_after"] = os.getloadavg()[0]
     print(f"load average after: {results['load_after']:.2f}")
     if args.json:

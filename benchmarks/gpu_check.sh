@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The GPU check, one short script for a machine with a CUDA device: the CUDA tests (single
+# runs eager and compiled, the CLI with --resume, a population's update against the CPU's),
+# then benchmarks/population.py on the GPU: N in {1, 10, 100} members of the 400-300
+# HalfCheetah-v4 config as populations, and the compiled update's share of the GPU's fp32
+# peak. Results go to $OUT (default ./gpu-check): pytest.log, population.json, population.log.
+#
+#   bash benchmarks/gpu_check.sh                 # on the GPU machine, from the repo root
+#   DEVICE=cpu STEPS=300 MEMBERS="1 2" bash benchmarks/gpu_check.sh   # a dry run of the script here
+#
+# A GPU image that holds torch but not the project's other dependencies takes them as
+# wheels made here (Python 3.12, manylinux x86-64), unpacked into a folder put on PYTHONPATH:
+# set WHEELS to that folder of .whl files and the script installs them first (no network).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-gpu-check}
+DEVICE=${DEVICE:-cuda}
+STEPS=${STEPS:-5000}
+MEMBERS=${MEMBERS:-1 10 100}
+mkdir -p "$OUT"
+
+if [ -n "${WHEELS:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site "$WHEELS"/*.whl
+  export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
+  torch.cuda.get_device_name() if torch.cuda.is_available() else '')" | tee "$OUT/device.txt"
+
+status=0
+python3 -m pytest -q -n 0 -p no:cacheprovider tests/test_cuda.py tests/test_population.py \
+  -k "gpu" 2>&1 | tee "$OUT/pytest.log" || status=$?
+
+# shellcheck disable=SC2086  # MEMBERS is a list
+python3 benchmarks/population.py --device "$DEVICE" --workers 1 --tasks halfcheetah \
+  --members $MEMBERS --modes population --steps-halfcheetah "$STEPS" --peak \
+  --json "$OUT/population.json" 2>&1 | tee "$OUT/population.log" || status=$?
+exit "$status"

@@ -1,0 +1,80 @@
+"""Single runs on a GPU (``--device cuda``): the native DDPG eager and compiled, and the CLI.
+
+Skipped without a CUDA device; ``benchmarks/gpu_check.sh`` runs them (and the population's
+GPU tests in ``test_population.py``) on a machine that has one. On the GPU the update's
+matrix products may use other kernels than on the CPU, so a GPU run is compared with the
+CPU run of the same injected data to a tolerance, never bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from agents import DDPG
+from agents.ddpg.replay_buffer import Batch
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+SMALL = dict(hidden_sizes=[32, 32], learning_starts=32, batch_size=16)
+
+
+def injected_batch(device: str, obs_dim: int, action_dim: int) -> Batch:
+    rng = np.random.default_rng(0)
+    arrays = (
+        rng.normal(size=(16, obs_dim)),
+        rng.uniform(-1, 1, size=(16, action_dim)),
+        rng.normal(size=(16, 1)),
+        rng.normal(size=(16, obs_dim)),
+        np.zeros((16, 1)),
+    )
+    return Batch(*(torch.as_tensor(a, dtype=torch.float32, device=device) for a in arrays))
+
+
+@pytest.mark.parametrize("compile", [False, True])
+def test_a_gpu_update_is_the_cpu_update(compile):
+    """The same networks, batch and weight noise on both devices give the same update."""
+    sides = [
+        DDPG("Pendulum-v1", seed=0, device=device, strategy="vadam", compile=compile, **SMALL)
+        for device in ("cpu", "cuda")
+    ]
+    for agent in sides:
+        for p in agent.actor.parameters():
+            agent.actor_optimizer.state[p]["noise"] = torch.ones_like(p)
+        agent.update(injected_batch(agent.device, 3, 1))
+    cpu, gpu = sides
+    for p, q in zip(cpu.critic.parameters(), gpu.critic.parameters(), strict=True):
+        torch.testing.assert_close(p, q.cpu(), rtol=1e-3, atol=1e-4)
+    for p, q in zip(cpu.actor.parameters(), gpu.actor.parameters(), strict=True):
+        torch.testing.assert_close(p, q.cpu(), rtol=1e-3, atol=1e-4)
+    fresh = DDPG("Pendulum-v1", seed=0, device="cpu", strategy="vadam", **SMALL)
+    assert not torch.equal(fresh.critic.obs_layer.weight, cpu.critic.obs_layer.weight)
+
+
+@pytest.mark.parametrize("compile", [False, True])
+def test_a_gpu_run_learns_on_the_device(compile):
+    agent = DDPG("Pendulum-v1", seed=0, device="cuda", strategy="vadam", compile=compile, **SMALL)
+    agent.learn(100)
+    assert agent.num_updates > 0 and agent.compiled == compile
+    assert all(p.device.type == "cuda" for p in agent.actor.parameters())
+    assert agent.buffer.obs.device.type == "cuda"
+
+
+def test_train_agent_on_the_gpu_writes_and_resumes(tmp_path, train_agent):
+    def run(steps: int, *more: str):
+        return train_agent("--env", "Pendulum-v1", "--device", "cuda", "--steps", str(steps),
+                           "--eval-every", "200", "--eval-episodes", "2",
+                           "--set", "hidden_sizes=[16,16]", "--no-progress", *more,
+                           cwd=tmp_path)  # fmt: skip
+
+    first = run(400)
+    assert first.returncode == 0, first.stderr
+    evaluations = tmp_path / "runs" / "Pendulum-v1" / "vadam" / "seed0" / "eval.csv"
+    assert [row.split(",")[0] for row in evaluations.read_text().splitlines()[1:]] == [
+        "200", "400",
+    ]  # fmt: skip
+    again = run(800, "--resume")
+    assert again.returncode == 0, again.stderr
+    steps = [row.split(",")[0] for row in evaluations.read_text().splitlines()[1:]]
+    assert steps == ["200", "400", "600", "800"]
