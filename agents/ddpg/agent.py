@@ -61,13 +61,13 @@ from ..common.envs import coverage_statistics, env_id, make_env
 from ..common.errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
 from ..common.memory_budget import check_memory
 from ..common.reward_bonus import RewardBonus, scored
-from ..common.stop_requests import unless_stopped
 from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
 from .compiled_update import CompilationError, CompiledUpdate
 from .networks import Actor, Critic
 from .observations import ObservationStatistics
 from .replay_buffer import Batch, ReplayBuffer
+from .step import environment_step
 from .update import EagerUpdate, UpdateSettings, UpdateState
 
 #: The parts of a state that must be finite to be saved or trusted.
@@ -260,10 +260,6 @@ class DDPG:
         weights = None if deterministic else self.actor_optimizer.named_sample()
         return self.actor(obs_t, weights).cpu().numpy()
 
-    def _exploration_action(self, obs: np.ndarray) -> np.ndarray:
-        """The behaviour policy: θ's action, plus action noise for the action baselines."""
-        return self.with_action_noise(self.predict(obs, deterministic=False))
-
     def with_action_noise(self, action: np.ndarray, draw: np.ndarray | None = None) -> np.ndarray:
         """The policy's action plus the action noise, if the strategy adds any, clipped:
         of the standard normal ``draw`` if given (a population's, drawn for all members),
@@ -284,8 +280,6 @@ class DDPG:
                 f"{self.num_timesteps + 1}"
             ) from err
         self.start_episode(obs)
-        if self.resample == "episode":
-            self.actor_optimizer.resample_noise(self.generator)
 
     def start_episode(self, obs: np.ndarray) -> None:
         """An episode starts at ``obs`` (the env was reset): its return and length from
@@ -312,54 +306,20 @@ class DDPG:
         if total_steps <= 0:
             raise ConfigError(f"total_steps must be > 0, got {total_steps}")
         callback = callback or Callback()
+        phases = _OwnPhases(self, callback)
         callback.on_training_start(self)
         try:
             for _ in range(total_steps):
-                self._environment_step(callback)
+                environment_step(phases)
                 if not callback.on_step(self):
                     break
         finally:
             callback.on_training_end(self)
         return self
 
-    def _environment_step(self, callback: Callback) -> None:
-        self._begin_step()
-        action = self._exploration_action(self._obs)
-        done = self._act(action)
-        if self.updates_due():
-            for _ in unless_stopped(self.config.gradient_steps):  # a stop: between updates
-                self.train_step()
-        self.end_step(done, callback)
-
-    # The phases of one environment step. The public ones are also a population's
-    # (:mod:`agents.ddpg.population`), which runs them for each member and batches the rest:
-    # the draws, acting, the envs' step, storing and the update.
-    def _begin_step(self) -> None:
-        """A new episode if the last one ended; new weight noise (per step)."""
-        if self._obs is None:
-            self._reset_episode()
-        if self.resample == "step":
-            self.actor_optimizer.resample_noise(self.generator)
-
-    def _act(self, action: np.ndarray) -> bool:
-        """Take ``action`` in the env and store the transition (checked); whether the
-        episode ended."""
-        transition = self._transition(action)
-        next_obs, reward, terminated, _ = transition
-        self.buffer.add(self._obs, action, reward, next_obs, terminated)
-        return self.record(action, transition)
-
-    def _transition(self, action: np.ndarray) -> Transition:
-        """The env's answer to ``action``, every number checked finite."""
-        self.check_action(action)
-        try:
-            answer = self.env.step(action)
-        except Exception as err:  # the env's own failure: the run stops after a checkpoint
-            raise EnvironmentFailure(
-                f"{self.env_id} raised {type(err).__name__}: {err} at step {self.num_timesteps + 1}"
-            ) from err
-        return self.checked_transition(*answer[:4])
-
+    # The phases of one environment step (agents/ddpg/step.py) that are a member's own,
+    # public because a population (agents/ddpg/population.py) calls them for each member;
+    # a single run's steps through them too (_OwnPhases, below).
     def check_action(self, action: np.ndarray) -> None:
         """NonFiniteDataError, saying which of the agent's tensors went bad, for an action
         that is not finite: it never reaches the env."""
@@ -659,3 +619,55 @@ class DDPG:
         )
         load_named(path, state, agent.load_state_dict)
         return agent
+
+
+class _OwnPhases:
+    """A single run's phases of :func:`~agents.ddpg.step.environment_step`: one member, its
+    own env, generator and callback (a population provides the same for many)."""
+
+    def __init__(self, agent: DDPG, callback: Callback) -> None:
+        self.agent, self.callback = agent, callback
+        self.gradient_steps = agent.config.gradient_steps
+
+    def start_episodes(self) -> bool:
+        if not self.agent.between_episodes:
+            return False
+        self.agent._reset_episode()
+        return True
+
+    def draw_weight_noise(self, starting: bool) -> None:
+        agent = self.agent
+        if agent.resample == "step" or starting:  # per episode: when one starts
+            agent.actor_optimizer.resample_noise(agent.generator)
+
+    def exploration_actions(self) -> np.ndarray:
+        agent = self.agent
+        action = agent.with_action_noise(agent.predict(agent.observation, deterministic=False))
+        agent.check_action(action)
+        return action
+
+    def step_envs(self, action: np.ndarray) -> Transition:
+        agent = self.agent
+        try:
+            answer = agent.env.step(action)
+        except Exception as err:  # the env's own failure: the run stops after a checkpoint
+            raise EnvironmentFailure(
+                f"{agent.env_id} raised {type(err).__name__}: {err} at step "
+                f"{agent.num_timesteps + 1}"
+            ) from err
+        return agent.checked_transition(*answer[:4])
+
+    def store(self, action: np.ndarray, transition: Transition) -> bool:
+        agent = self.agent
+        next_obs, reward, terminated, _ = transition
+        agent.buffer.add(agent.observation, action, reward, next_obs, terminated)
+        return agent.record(action, transition)
+
+    def updates_due(self) -> bool:
+        return self.agent.updates_due()
+
+    def train_step(self) -> None:
+        self.agent.train_step()
+
+    def end_step(self, ended: bool) -> None:
+        self.agent.end_step(ended, self.callback)

@@ -7,8 +7,10 @@ for all members.
 
 How: every member is an ordinary :class:`~agents.ddpg.agent.DDPG` — its own networks,
 optimizers, settings, bonus, counters and checkpoints — and the population runs the step of
-:meth:`DDPG._environment_step` with the members side by side (``docs/architecture.md``, "One
-environment step"): the phases that are a member's own are the agent's public ones
+:func:`agents.ddpg.step.environment_step` — the one step a single run takes too — with the
+members side by side (``docs/architecture.md``, "One environment step"): the population
+provides its phases (:class:`~agents.ddpg.step.StepPhases`); those that are a member's own
+are the agent's public ones
 (:meth:`DDPG.start_episode`, :meth:`~DDPG.check_action`, :meth:`~DDPG.checked_transition`,
 :meth:`~DDPG.record`, :meth:`~DDPG.with_bonus`, :meth:`~DDPG.end_step`), called for each
 member; the rest is done once for all:
@@ -58,13 +60,13 @@ from ..common.errors import ConfigError, EnvironmentFailure
 from ..common.evaluation import test_episodes_together
 from ..common.memory_budget import check_memory
 from ..common.reward_bonus import RewardBonus
-from ..common.stop_requests import unless_stopped
 from ..common.vector_envs import make_vector_env
 from ..settings.learners import DDPGSettings
 from .agent import DDPG, Transition
 from .compiled_update import CompilationError, CompiledUpdate, GraphState, inductor_compile
 from .observations import normalized_observations
 from .replay_buffer import Batch, ReplayBuffer, StackedReplayBuffer
+from .step import environment_step
 
 #: The test episodes of a member's evaluation: (agent, seed, final infos) → (mean, std).
 TestEpisodes = Callable[[DDPG, int, list], tuple[float, float]]
@@ -264,7 +266,7 @@ class Population:
             for _ in range(total_steps):
                 if not self.active:
                     break
-                self.environment_step()
+                environment_step(self)
                 self.active = [m for m in self.active if self._call(m, self._on_step)]
         finally:
             for member in self.members:
@@ -293,12 +295,15 @@ class Population:
     def _keep_active(self, phase: Callable[[DDPG], object]) -> None:
         self.active = [m for m in self.active if self._call(m, phase)]
 
-    def environment_step(self) -> None:
-        """One step of every active member (``docs/architecture.md``, "One environment
-        step"): the members' own phases, one draw of each random quantity, one step of the
-        envs, one write into the buffer, one update of all."""
-        starting = self._start_episodes()
-        self._draw_weight_noise(starting)
+    # The phases of one environment step (agents/ddpg/step.py) for every active member:
+    # a member's own phases are the agent's public ones, called for each; the rest once.
+    @property
+    def gradient_steps(self) -> int:
+        return self.members[0].config.gradient_steps
+
+    def exploration_actions(self) -> np.ndarray:
+        """Every member's behaviour action, a row each: one acting call, one (members,
+        action) draw of the action noise; a member whose action is not finite stops."""
         actions = self._actions()
         if self.members[0].action_noise is not None:
             draws = torch.randn(
@@ -309,31 +314,46 @@ class Population:
                 actions[k] = member.with_action_noise(actions[k], draws[k])
         finite = np.isfinite(actions).reshape(len(actions), -1).all(1)
         self._keep_active(lambda m: self._row_checked(m, finite, m.check_action, actions))
+        return actions
+
+    def step_envs(self, actions: np.ndarray) -> tuple | None:
+        """The envs' answer to every member's action (:meth:`_step_envs`), checked: a
+        member whose row is not finite stops; None when no member is left."""
         answer = self._step_envs(actions)
         if answer is None:
-            return
-        next_obs, rewards, terminated, truncated, observations = answer
+            return None
+        next_obs, rewards, terminated, truncated, _ = answer
         finite = np.isfinite(next_obs).reshape(len(next_obs), -1).all(1) & np.isfinite(rewards)
         self._keep_active(
             lambda m: self._row_checked(
                 m, finite, m.checked_transition, next_obs, rewards, terminated, truncated
             )
         )
+        return answer if self.active else None
+
+    def store(self, actions: np.ndarray, answer: tuple) -> dict[int, bool]:
+        """One write of every member's transition into the stacked buffer; each active
+        member's own record; whose episode ended (by the member's id)."""
+        next_obs, rewards, terminated, truncated, observations = answer
         self.buffer.add(self._obs, actions, rewards, next_obs, terminated)
         self._obs = observations
-        done = {}
+        ended = {}
         for member in self.active:
             k = self._index[id(member)]
-            answer = Transition(
+            transition = Transition(
                 next_obs[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
             )
-            done[id(member)] = member.record(actions[k], answer)
-        if self.active and self.active[0].updates_due():
-            steps = self.active[0].config.gradient_steps
-            for _ in unless_stopped(steps):  # a stop: between updates
-                self.train_step()
-            self.active = [m for m in self.active if id(m) not in self._failed]
-        self._keep_active(lambda m: m.end_step(done[id(m)], self._callbacks[id(m)]))
+            ended[id(member)] = member.record(actions[k], transition)
+        return ended
+
+    def updates_due(self) -> bool:
+        return bool(self.active) and self.active[0].updates_due()
+
+    def end_step(self, ended: dict[int, bool]) -> None:
+        """Each member still active ends its step (a member whose bonus failed in the
+        updates has left)."""
+        self.active = [m for m in self.active if id(m) not in self._failed]
+        self._keep_active(lambda m: m.end_step(ended[id(m)], self._callbacks[id(m)]))
 
     def _row_checked(
         self, member: DDPG, finite: np.ndarray, check: Callable[..., object], *rows: np.ndarray
@@ -344,7 +364,7 @@ class Population:
         if not finite[k]:
             check(*(row[k] for row in rows))
 
-    def _start_episodes(self) -> np.ndarray:
+    def start_episodes(self) -> np.ndarray:
         """A new episode for every member whose last one ended (the envs reset it within
         their step; the first call resets them all); which members start one."""
         if self._obs is None:
@@ -375,7 +395,7 @@ class Population:
             ) from err
         return np.array(obs)
 
-    def _draw_weight_noise(self, starting: np.ndarray) -> None:
+    def draw_weight_noise(self, starting: np.ndarray) -> None:
         """New ε for every member (per step), or for those starting an episode (per
         episode): one ``normal_`` of every member's ε from the population's generator."""
         if self.noise is None:
