@@ -99,7 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a curiosity bonus on the reward, e.g. vime: VIME's information gain (settings "
         "as --set bonus.posterior=noisy-kfac etc., docs/vime.md); default none",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (a grid: no status lines)"
+    )
     parser.add_argument(
         "--check",
         action="store_true",
@@ -244,7 +246,13 @@ def _grid(configs: list, args: argparse.Namespace) -> int:
 
     with interrupt_on_signals():
         outcomes = run_grid(
-            configs, workers, args.backend or "local", args.address, report, args.population
+            configs,
+            workers,
+            args.backend or "local",
+            args.address,
+            report,
+            args.population,
+            progress=False if args.no_progress else "lines",
         )
     failed = [o for o in outcomes if not o.ok]
     print(f"{total - len(failed)} of {total} runs finished, {len(failed)} failed")

@@ -170,6 +170,25 @@ def check_strategy_aggregates(env_dir: Path, band: str) -> None:
             assert title.startswith(f"{named}: ")
 
 
+def test_a_worker_trains_one_task_after_another_in_one_process(tmp_path):
+    """Three runs of three strategies (three tasks) on one worker: one process trains them
+    all (its start paid once), not the grid's driver; each run is complete."""
+    result = subprocess.run(
+        [script("train_agent"), *SMALL, "--opt", "vadam,adam-plain,fixed-noise",
+         "--workers", "1", "--logdir", "out"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "3 of 3 runs finished, 0 failed" in result.stdout
+    pids = set()
+    for opt in ("vadam", "adam-plain", "fixed-noise"):
+        run_dir = tmp_path / "out" / "Pendulum-v1" / opt / "seed0"
+        assert list(eval_rows(run_dir / "eval.csv")) == [200, 400]
+        (events,) = run_dir.glob("events.out.tfevents.*")
+        pids.add(int(events.name.split(".")[-2]))
+    assert len(pids) == 1
+
+
 def test_workers_split_the_cores_and_an_explicit_thread_count_caps_the_share(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)

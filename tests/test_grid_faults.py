@@ -110,6 +110,31 @@ def test_a_killed_worker_loses_its_own_runs_only_and_says_so(tmp_path):
     assert [row["step"] for row in read_eval_csv(finished)] == [200, 400]
 
 
+def test_a_new_worker_takes_the_queue_on_after_one_is_killed(tmp_path):
+    """One worker, two tasks: kill -9 of the worker on the first loses that run only; a new
+    worker (another process) trains the queued one to the end."""
+    (tmp_path / "long.yaml").write_text(
+        "strategies:\n  vadam: {train_every: 100, gradient_steps: 100000}\n"
+    )
+    proc = start(*SMALL, "--opt", "vadam,adam-plain", "--workers", "1", "--steps", "400",
+                 "--eval-every", "200", "--config", "long.yaml", cwd=tmp_path)  # fmt: skip
+    try:
+        lost = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0"
+        wait_for(lambda: (lost / "checkpoints" / "latest.pt").exists())
+        killed = lock_holder(lost)
+        os.kill(killed, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        kill_session(proc)
+    assert proc.returncode == 1, stderr
+    assert "lost with its worker (killed by SIGKILL)" in stdout
+    assert "out/Pendulum-v1/adam-plain/seed0: ok" in stdout
+    finished = tmp_path / "out" / "Pendulum-v1" / "adam-plain" / "seed0"
+    assert [row["step"] for row in read_eval_csv(finished / "eval.csv")] == [200, 400]
+    (events,) = finished.glob("events.out.tfevents.*")
+    assert int(events.name.split(".")[-2]) not in (killed, proc.pid)  # a new worker's
+
+
 def test_a_worker_whose_driver_is_killed_stops_with_a_checkpoint(tmp_path):
     """kill -9 of the grid's driver alone: its worker stops at its next step, with a
     checkpoint, instead of training every member to the end unseen."""

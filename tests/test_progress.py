@@ -7,8 +7,10 @@ from __future__ import annotations
 import re
 import sys
 
+import pytest
+
 from agents.runs import callback
-from agents.runs.grid import run_task
+from agents.runs.grid import run_grid, run_task
 from agents.runs.run_logger import read_eval_csv
 from agents.settings.resolve import resolve_runs
 
@@ -60,3 +62,41 @@ def test_a_grids_runs_print_status_and_eval_lines_naming_the_run(tmp_path, capsy
         assert f"last eval return {evals[100]:.1f}" in status[-1]
     run_lines = [line for line in lines if " step " in line]
     assert all(line.startswith(f"{ENV}/vadam/seed") for line in run_lines)
+
+
+@pytest.mark.parametrize("progress", ["lines", False])
+def test_a_grids_runs_without_progress_print_no_status_lines(
+    progress, tmp_path, capsys, monkeypatch
+):
+    """``--no-progress`` on a grid (progress False in its workers): no run's status line;
+    each evaluation's line (the run's result, as a single run prints it) still."""
+    monkeypatch.setattr(callback, "STATUS_SECONDS", 0.0)  # a status line at every log
+    monkeypatch.chdir(tmp_path)
+    configs = resolve_runs(["vadam"], [0], None, [*SETS, "logdir=out"], env=ENV,
+                           total_steps=100, eval_every=100, eval_episodes=1)  # fmt: skip
+    capsys.readouterr()
+    assert [o.ok for o in run_task(configs, threads=1, progress=progress)] == [True]
+    out = capsys.readouterr().out
+    status = re.findall(rf"{ENV}/vadam/seed0 step 100/100 \(100%\)", out)
+    assert len(status) == (1 if progress else 0)
+    assert f"{ENV}/vadam/seed0 step 100: eval return" in out
+
+
+def test_the_grid_command_passes_no_progress_to_its_workers(train_agent, tmp_path, monkeypatch):
+    """``train_agent --seeds 2 --no-progress`` runs its grid (for real) with the workers'
+    progress off; without the flag, with status lines."""
+    import agents.cli
+
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get("progress"))
+        return run_grid(*args, **kwargs)
+
+    monkeypatch.setattr(agents.cli, "run_grid", recording)
+    args = ["--env", ENV, "--seeds", "2", "--workers", "1", "--steps", "100",
+            "--eval-every", "100", "--eval-episodes", "1", "--no-compile", "--logdir", "out",
+            *[arg for value in SETS for arg in ("--set", value)]]  # fmt: skip
+    assert train_agent(*args, "--no-progress", cwd=tmp_path).returncode == 0
+    assert train_agent(*args, cwd=tmp_path).returncode == 0  # resumes: both runs are done
+    assert seen == [False, "lines"]

@@ -10,6 +10,8 @@ on real algorithms (sb3-contrib's TRPO, whose model gets the raw action sample, 
 
 from __future__ import annotations
 
+import signal
+
 import numpy as np
 import pytest
 import torch
@@ -19,6 +21,7 @@ from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
 from agents.common.errors import ConfigError
+from agents.common.stop_requests import forget_stop_request, request_stop
 from agents.curiosity import POSTERIORS, VimeBonus, VimeConfig, resolve_bonus
 from agents.curiosity.dynamics import gaussian_nll
 from agents.curiosity.pool import TransitionPool
@@ -206,6 +209,30 @@ def test_a_transition_the_model_predicts_gets_less_than_a_novel_one(variant):
         familiar = bonus.information_gain(*system(rng, 40)).median()
         novel = bonus.information_gain(*system(rng, 40, surprise=3.0)).median()
         assert novel > 2 * familiar, (seed, float(familiar), float(novel))
+
+
+def test_a_stop_request_ends_a_fit_between_its_updates(monkeypatch):
+    """A fit of many updates (a long time on a large pool) stops at the next update once a
+    stop is requested, logs the updates it ran, and a stop before the first is no fit."""
+    bonus = VimeBonus(small("bbb", updates_per_step=5.0), OBS, ACT, seed=0)
+    bonus.add(*system(np.random.default_rng(0), 200))  # due: 1000 updates
+    calls = []
+    train_step = bonus.dynamics.train_step
+
+    def counted(*batch):
+        calls.append(1)
+        if len(calls) == 3:
+            request_stop(signal.SIGINT)
+        return train_step(*batch)
+
+    monkeypatch.setattr(bonus.dynamics, "train_step", counted)
+    try:
+        assert bonus.fit()
+        assert len(calls) == 3 and bonus.pop_statistics()["dynamics/updates"] == 3.0
+        bonus.add(*system(np.random.default_rng(1), 10))
+        assert not bonus.fit() and len(calls) == 3  # stopped: no update, no fit
+    finally:
+        forget_stop_request()
 
 
 def test_bonus_is_zero_until_the_first_fit_then_normalised_and_logged():

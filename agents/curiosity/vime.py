@@ -36,6 +36,7 @@ from torch import Tensor
 from ..common.checkpoints import listed, non_finite_entries
 from ..common.errors import CheckpointError, ConfigError, NonFiniteDataError
 from ..common.memory_budget import check_memory
+from ..common.stop_requests import unless_stopped
 from .config import CHUNK, VimeConfig
 from .dynamics import BayesianDynamics
 from .pool import TransitionPool
@@ -132,13 +133,16 @@ class VimeBonus:
     def fit(self) -> bool:
         """Train on the pool: ``updates_per_step`` minibatch steps per transition added since
         the last fit (at least one). Nothing while the pool holds fewer than
-        ``min_pool_size``; returns whether it trained."""
+        ``min_pool_size``; returns whether it trained. A stop request (Ctrl-C, SIGTERM)
+        ends the fit between two of its updates, as it ends a round of the agent's
+        (:func:`~agents.common.stop_requests.unless_stopped`); the rest is not made up."""
         cfg = self.config
         if len(self.pool) < cfg.min_pool_size or self.steps_since_fit == 0:
             return False
-        updates = max(1, round(cfg.updates_per_step * self.steps_since_fit))
         self.moments = self.pool.moments()
-        nll = self.train(updates)
+        nll, updates = self.train(max(1, round(cfg.updates_per_step * self.steps_since_fit)))
+        if updates == 0:  # stopped before the first
+            return False
         kl = self.dynamics.kl_to_prior()
         self._fit_log = {
             "dynamics/nll": nll,
@@ -150,14 +154,17 @@ class VimeBonus:
         self.steps_since_fit = 0
         return True
 
-    def train(self, updates: int) -> float:
-        """``updates`` steps of the posterior's optimizer on minibatches of the pool,
-        normalised by the current moments; returns their mean negative log-likelihood."""
+    def train(self, updates: int) -> tuple[float, int]:
+        """Up to ``updates`` steps of the posterior's optimizer on minibatches of the pool,
+        normalised by the current moments (fewer once a stop is requested); their mean
+        negative log-likelihood and how many ran."""
         total = torch.zeros((), dtype=torch.float64, device=self.device)
-        for _ in range(updates):
+        ran = 0
+        for _ in unless_stopped(updates):
             batch = self.pool.sample(self.config.pool_batch_size, self.generator)
             total += self.dynamics.train_step(*self._normalised(*batch))
-        return float(total) / updates
+            ran += 1
+        return (float(total) / ran if ran else 0.0), ran
 
     # ------------------------------------------------------------------ the bonus
     @torch.no_grad()

@@ -10,10 +10,12 @@ update takes as numbers (:func:`agents.runs.population_run.population_key`) trai
 as one population per task (:mod:`agents.ddpg.population`): each still writes its own run
 directory. A grid's populations are as large as the memory allows (every member's
 estimate, for the workers running at once) and split so that every worker has one;
-``population=False`` (``--no-population``) runs every run as a process of its own.
+``population=False`` (``--no-population``) runs every run as a task of its own.
 
-Local backend: each task in a spawned process of its own, ``workers`` at a time (so that a
-dead worker names exactly the runs it held), each limited to ``cores // workers`` torch
+Local backend: ``workers`` spawned processes, each sent one task at a time and the next when
+it reports (so a worker pays its start — imports, the compiled graphs' load — once, not once
+per task, and the driver knows exactly which runs a dead worker held: they are reported
+lost and a new worker takes the queue on), each limited to ``cores // workers`` torch
 threads so that the workers together do not oversubscribe the machine (two one-thread
 processes on two cores run ~2× the throughput of one two-thread process at batch 64).
 An ``OMP_NUM_THREADS`` set by the user caps that share: two grids started side by side
@@ -52,11 +54,16 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
+from typing import Literal
 
 from ..common.errors import ConfigError
 from ..common.stop_requests import request_stop
 from ..settings import RunSettings
 from .stopping import RunInterrupted, install_for_grid_worker, stop_requested
+
+#: A grid's runs' progress: a status line every 30 s each (``"lines"``), or none (False,
+#: ``--no-progress``); a grid's own lines (each run's outcome, the summary) are its result.
+GridProgress = Literal["lines", False]
 
 
 @dataclass
@@ -91,13 +98,14 @@ def threads_per_worker(workers: int) -> int:
     return min(share, limit)
 
 
-def run_task(configs: list[RunSettings], threads: int) -> list[RunOutcome]:
+def run_task(
+    configs: list[RunSettings], threads: int, progress: GridProgress = "lines"
+) -> list[RunOutcome]:
     """Train one run, or a population of runs (resuming each that has a checkpoint);
     never raises."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
     import torch
 
-    from .callback import STATUS_LINES
     from .population_run import train_population
     from .train import train
 
@@ -106,9 +114,9 @@ def run_task(configs: list[RunSettings], threads: int) -> list[RunOutcome]:
         return [RunOutcome(str(c.run_dir()), False, "not started (interrupted)") for c in configs]
     try:
         if len(configs) == 1:
-            train(configs[0], resume=True, progress=STATUS_LINES)
+            train(configs[0], resume=True, progress=progress)
             return [RunOutcome(str(configs[0].run_dir()), True, "done")]
-        outcomes = train_population(configs, resume=True, progress=STATUS_LINES)
+        outcomes = train_population(configs, resume=True, progress=progress)
     except KeyboardInterrupt:
         return [RunOutcome(str(c.run_dir()), False, "interrupted; checkpoint written")
                 for c in configs]  # fmt: skip
@@ -169,22 +177,22 @@ def lost_with_worker(configs: list[RunSettings], why: str) -> list[RunOutcome]:
 
 @dataclass
 class _Worker:
-    """A spawned process training one task; it sends the task's outcomes on ``results``."""
+    """A spawned process that trains the tasks it is sent on ``pipe``, one at a time, and
+    answers each with its outcomes; ``task`` is the one it holds now."""
 
-    task: list[RunSettings]
     process: BaseProcess
-    results: Connection
+    pipe: Connection
+    task: list[RunSettings] | None = None
 
 
-def _work(task: list[RunSettings], threads: int, results: Connection, driver: int) -> None:
-    """A worker process: train ``task``, send its outcomes to the driver, and stop (with a
-    checkpoint) should the driver die first."""
+def _work(pipe: Connection, threads: int, driver: int, progress: GridProgress) -> None:
+    """A worker process: train each task the driver sends and send back its outcomes, until
+    it sends None or is gone; stop (with a checkpoint) should the driver die first."""
     install_for_grid_worker()
     watch_driver(driver)
-    outcomes = run_task(task, threads)
-    with contextlib.suppress(OSError):  # the driver is gone: nobody to tell
-        results.send(outcomes)
-        results.close()
+    with contextlib.suppress(EOFError, OSError):  # the driver is gone: nobody to tell
+        while (task := pipe.recv()) is not None:
+            pipe.send(run_task(task, threads, progress))
 
 
 def watch_driver(driver: int, interval: float = 1.0) -> threading.Thread:
@@ -202,67 +210,90 @@ def watch_driver(driver: int, interval: float = 1.0) -> threading.Thread:
     return thread
 
 
-def _start(task: list[RunSettings], threads: int) -> _Worker:
+def _start(threads: int, progress: GridProgress) -> _Worker:
     context = get_context("spawn")
-    results, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_work, args=(task, threads, sender, os.getpid()))
+    pipe, theirs = context.Pipe()
+    process = context.Process(target=_work, args=(theirs, threads, os.getpid(), progress))
     process.start()
-    sender.close()  # the worker holds the other end: its exit ends the pipe
-    return _Worker(task, process, results)
+    theirs.close()  # the worker holds the other end: its exit ends the pipe
+    return _Worker(process, pipe)
 
 
 def _finish(worker: _Worker) -> list[RunOutcome]:
-    """The outcomes ``worker`` sent, or, if it died first, its runs lost with it."""
+    """The outcomes of the task ``worker`` holds, or, if it died first, its runs lost with
+    it (the worker is then joined)."""
+    task, worker.task = worker.task or [], None
     try:
-        outcomes = worker.results.recv()
+        return worker.pipe.recv()
     except (EOFError, OSError):
-        outcomes = None
-    worker.process.join()
-    worker.results.close()
-    if outcomes is not None:
-        return outcomes
+        _retire(worker)
     code = worker.process.exitcode or 0
     why = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-    return lost_with_worker(worker.task, why)
+    return lost_with_worker(task, why)
 
 
-def _run_local(tasks: list[list[RunSettings]], workers: int, report: Callable) -> list[RunOutcome]:
-    """Each task in a spawned process of its own, ``workers`` at a time. A worker that dies
-    (SIGKILL, the kernel's out-of-memory killer) loses its own runs only: they are reported
-    lost, and the other tasks go on."""
+def _retire(worker: _Worker) -> None:
+    """No more tasks for ``worker``: it exits (if it has not died), and is joined."""
+    with contextlib.suppress(OSError):
+        worker.pipe.send(None)
+    worker.process.join()
+    worker.pipe.close()
+
+
+def _run_local(
+    tasks: list[list[RunSettings]], workers: int, report: Callable, progress: GridProgress
+) -> list[RunOutcome]:
+    """The tasks on ``workers`` spawned processes, each sent the next queued task when it
+    reports. A worker that dies (SIGKILL, the kernel's out-of-memory killer) loses its own
+    task only: its runs are reported lost, and a new worker takes the queue on."""
     threads = threads_per_worker(workers)
-    queued, running = list(tasks), {}
+    queued, busy = list(tasks), {}
     outcomes: list[RunOutcome] = []
 
-    def collect(worker: _Worker) -> None:
-        del running[worker.results]
+    def give(worker: _Worker) -> None:
+        """``worker``'s next task, or its retirement when none is queued."""
+        if not queued:
+            _retire(worker)
+            return
+        worker.task = queued.pop(0)
+        worker.pipe.send(worker.task)
+        busy[worker.pipe] = worker
+
+    def collect(worker: _Worker) -> bool:
+        """Report the outcomes of ``worker``'s task; whether the worker is still alive."""
+        del busy[worker.pipe]
         for outcome in _finish(worker):
             outcomes.append(outcome)
             report(outcome)
+        return not worker.pipe.closed
 
     try:
-        while queued or running:
-            while queued and len(running) < workers:
-                worker = _start(queued.pop(0), threads)
-                running[worker.results] = worker
-            for ready in wait(list(running)):
-                collect(running[ready])
+        for _ in range(min(workers, len(queued))):
+            give(_start(threads, progress))
+        while busy:
+            for ready in wait(list(busy)):
+                worker = busy[ready]
+                if collect(worker):
+                    give(worker)
+                elif queued:
+                    give(_start(threads, progress))
     except KeyboardInterrupt as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
-        _stop_workers(list(running.values()), signum, collect)
+        _stop_workers(list(busy.values()), signum, collect)
         raise RunInterrupted(signum) from None
     return outcomes
 
 
 def _stop_workers(workers: list[_Worker], signum: int, collect: Callable) -> None:
-    """Ask the workers to stop (they checkpoint their runs) and collect what they report;
-    a second interrupt kills them at once."""
+    """Ask the workers to stop (they checkpoint their runs), collect what they report and
+    retire them; a second interrupt kills them at once."""
     for worker in workers:  # they may have the signal already (Ctrl-C reaches the group)
         with contextlib.suppress(ProcessLookupError):
             os.kill(worker.process.pid, signum)
     try:
         for worker in workers:
-            collect(worker)
+            if collect(worker):
+                _retire(worker)
     except KeyboardInterrupt:
         for worker in workers:
             worker.process.kill()
@@ -270,7 +301,11 @@ def _stop_workers(workers: list[_Worker], signum: int, collect: Callable) -> Non
 
 
 def _run_ray(
-    tasks: list[list[RunSettings]], workers: int, address: str | None, report: Callable
+    tasks: list[list[RunSettings]],
+    workers: int,
+    address: str | None,
+    report: Callable,
+    progress: GridProgress,
 ) -> list[RunOutcome]:
     try:
         import ray
@@ -289,7 +324,7 @@ def _run_ray(
             raise ConfigError(f"cannot reach the Ray cluster at {address}: {err}") from None
     try:
         remote = ray.remote(num_cpus=cpus)(run_task)  # one Ray task per run or population
-        pending = [remote.remote(task, threads) for task in tasks]
+        pending = [remote.remote(task, threads, progress) for task in tasks]
         task_of = dict(zip(pending, tasks, strict=True))
         outcomes: list[RunOutcome] = []
         try:
@@ -319,14 +354,16 @@ def run_grid(
     address: str | None = None,
     report: Callable[[RunOutcome], None] = lambda outcome: None,
     population: bool = True,
+    progress: GridProgress = "lines",
 ) -> list[RunOutcome]:
     """Run every configuration, as populations where they can share one (``population``);
-    ``report`` is called as each run finishes."""
+    ``report`` is called as each run finishes; ``progress``: the runs' status lines or
+    none."""
     check_grid(configs, workers, backend)
     tasks = plan_tasks(configs, workers, population)
     if backend == "ray":
-        return _run_ray(tasks, workers, address, report)
-    return _run_local(tasks, workers, report)
+        return _run_ray(tasks, workers, address, report, progress)
+    return _run_local(tasks, workers, report, progress)
 
 
 def check_grid(configs: list[RunSettings], workers: int, backend: str) -> None:
