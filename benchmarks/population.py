@@ -7,8 +7,9 @@ checkpointing), three ways on the same machine, one after the other:
 - ``population``: ``train_agent --seeds N --workers 2`` — the grid plans the N runs as
   populations, one per worker (N = 1 is a single run: a grid of one run trains it as
   ``train_agent`` does);
-- ``grid``: the same command with ``--no-population``: N processes, two at a time, each
-  with one torch thread (what grids did before populations);
+- ``grid``: the same command with ``--no-population``: N runs, one after another on each
+  of two worker processes, each with one torch thread (what grids did before
+  populations);
 - ``sb3``: Stable-Baselines3's DDPG, one process per seed, two at a time, each with one
   torch thread, with the task's hyperparameters as SB3 states them (the networks, batch,
   τ, γ, learning rates, update schedule) and SB3's ``EvalCallback`` for the protocol.

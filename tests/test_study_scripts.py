@@ -170,3 +170,18 @@ def test_committed_reports_regenerate_from_the_committed_runs(tmp_path):
     for study in reported:
         run_script(root, study, REPORT_ONLY="1")
     assert {path: path.read_text() for path in complete} == committed
+
+
+def test_ivon_study_on_one_task(tmp_path):
+    """Hopper-v4's four arms at a check's budget, then its report; the committed tasks'
+    reports from the committed runs beside them."""
+    root = copy_of_the_studies(tmp_path, keep_runs=False)
+    run_script(root, "ivon", TASKS="Hopper-v4", SEEDS="1", WORKERS="1", STEPS="400",
+               TRAIN_ARGS="--no-compile --eval-every 200 --eval-episodes 1")  # fmt: skip
+    runs = root / "studies" / "ivon" / "runs" / "Hopper-v4"
+    arms = {"ivon@ess=100", "vadam@sample_constant=100", "fixed-noise@initial_precision=100",
+            "adam-plain"}  # fmt: skip
+    assert {d.name for d in runs.iterdir() if (d / "seed0" / "eval.csv").exists()} == arms
+    assert "resample: step" in (runs / "ivon@ess=100" / "seed0" / "config.yaml").read_text()
+    report = (root / "studies" / "ivon" / "Hopper-v4" / "comparison.md").read_text()
+    assert all(arm in report for arm in arms)
