@@ -9,8 +9,11 @@
 #   DEVICE=cpu STEPS=300 MEMBERS="1 2" bash benchmarks/gpu_check.sh   # a dry run of the script here
 #
 # A GPU image that holds torch but not the project's other dependencies takes them as
-# wheels made here (Python 3.12, manylinux x86-64), unpacked into a folder put on PYTHONPATH:
-# set WHEELS to that folder of .whl files and the script installs them first (no network).
+# wheels made here (Python 3.12, manylinux x86-64; `bash benchmarks/gpu_wheels.sh .whl`),
+# unpacked into a folder put on PYTHONPATH: set WHEELS to that folder of .whl files and the
+# script installs them first (no network). On a lent device: carry .whl, then
+#   WHEELS=.whl bash benchmarks/gpu_check.sh     # ~2 min of tests, then the timings
+# (first run, 2026-11-27 on an H200: docs/speed.md, "On a GPU").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,11 +33,13 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.i
   torch.cuda.get_device_name() if torch.cuda.is_available() else '')" | tee "$OUT/device.txt"
 
 status=0
-python3 -m pytest -q -n 0 -p no:cacheprovider tests/test_cuda.py tests/test_population.py \
-  -k "gpu" 2>&1 | tee "$OUT/pytest.log" || status=$?
+python3 -m pytest -q -rA -n "${TEST_WORKERS:-4}" -p no:cacheprovider tests/test_cuda.py \
+  tests/test_population.py -k "gpu" 2>&1 | tee "$OUT/pytest.log" || status=$?
 
+# --peak times each N's compiled update first, which fills TorchInductor's cache with the
+# graphs the whole runs then load: no warm-up run of their own (--cold), half the device time.
 # shellcheck disable=SC2086  # MEMBERS is a list
 python3 benchmarks/population.py --device "$DEVICE" --workers 1 --tasks halfcheetah \
-  --members $MEMBERS --modes population --steps-halfcheetah "$STEPS" --peak \
+  --members $MEMBERS --modes population --steps-halfcheetah "$STEPS" --peak --cold \
   --json "$OUT/population.json" 2>&1 | tee "$OUT/population.log" || status=$?
 exit "$status"

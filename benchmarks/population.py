@@ -208,6 +208,25 @@ def main() -> None:
     load = os.getloadavg()[0]
     print(f"load average before: {load:.2f} on {os.cpu_count()} cores")
     results: dict = {"load_before": load, "tasks": {}}
+
+    def save() -> None:  # after each measurement: a run cut short keeps what it measured
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2))
+
+    # The update's share of peak first: it is short, and on a lent device whose time may run
+    # out before the whole runs end, it is what says most of how members scale there.
+    if args.peak:
+        peak = matmul_peak(args.device)
+        results["peak"] = {"device": args.device, "gflops": peak}
+        for members in args.members:
+            update = population_update_seconds(members, device=args.device)
+            share = members * 163e6 / update / 1e9 / peak
+            print(f"--- fp32 matmul peak ({args.device}): {peak:.0f} GFLOP/s; a population of "
+                  f"{members} 400-300 vadam updates in {update * 1e3:.2f} ms: {share:.1%} "
+                  "of peak")  # fmt: skip
+            results["peak"][f"update_seconds_{members}"] = update
+            results["peak"][f"share_{members}"] = share
+            save()
     for task in args.tasks:
         steps = args.steps_sparse if task == "sparse" else args.steps_halfcheetah
         print(f"--- {task}: {TASKS[task][0]}, {STRATEGY}, {steps} steps per seed, "
@@ -225,27 +244,16 @@ def main() -> None:
                     )  # fmt: skip
             rate = {mode: members * steps / s for mode, s in seconds.items()}
             rows[members] = {"seconds": seconds, "seed_steps_per_second": rate}
+            results["tasks"][task] = {"steps": steps, "members": rows}
+            save()
             cells = [f"{mode} {rate[mode]:7.0f}" for mode in args.modes]
             if "population" in rate:
                 others = [m for m in rate if m != "population"]
                 cells += [f"{rate['population'] / rate[m]:.2f}x {m}" for m in others]
             print(f"  N = {members:2d}: " + "   ".join(cells))
-        results["tasks"][task] = {"steps": steps, "members": rows}
-    if args.peak:
-        peak = matmul_peak(args.device)
-        results["peak"] = {"device": args.device, "gflops": peak}
-        for members in args.members:
-            update = population_update_seconds(members, device=args.device)
-            share = members * 163e6 / update / 1e9 / peak
-            print(f"--- fp32 matmul peak ({args.device}): {peak:.0f} GFLOP/s; a population of "
-                  f"{members} 400-300 vadam updates in {update * 1e3:.2f} ms: {share:.1%} "
-                  "of peak")  # fmt: skip
-            results["peak"][f"update_seconds_{members}"] = update
-            results["peak"][f"share_{members}"] = share
     results["load_after"] = os.getloadavg()[0]
     print(f"load average after: {results['load_after']:.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    save()
 
 
 if __name__ == "__main__":

@@ -61,16 +61,29 @@ def test_a_gpu_run_learns_on_the_device(compile):
     assert agent.buffer.obs.device.type == "cuda"
 
 
-def test_train_agent_on_the_gpu_writes_and_resumes(tmp_path, train_agent):
+#: How each kind of run on the GPU resumes: its generators' states come back from a checkpoint
+#: loaded onto the device and must go back to the CPU (the first GPU run found this).
+RESUMED_RUNS = {
+    "native": ([], "vadam"),
+    "sb3": (["--engine", "sb3"], "vadam-sb3"),
+    "vime": (["--bonus", "vime", "--set", "bonus.fit_every=100", "--set",
+              "bonus.min_pool_size=100", "--set", "bonus.updates_per_step=1"], "vadam+vime-bbb"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", RESUMED_RUNS)
+def test_train_agent_on_the_gpu_writes_and_resumes(tmp_path, train_agent, kind):
+    extra, name = RESUMED_RUNS[kind]
+
     def run(steps: int, *more: str):
         return train_agent("--env", "Pendulum-v1", "--device", "cuda", "--steps", str(steps),
                            "--eval-every", "200", "--eval-episodes", "2",
-                           "--set", "hidden_sizes=[16,16]", "--no-progress", *more,
+                           "--set", "hidden_sizes=[16,16]", "--no-progress", *extra, *more,
                            cwd=tmp_path)  # fmt: skip
 
     first = run(400)
     assert first.returncode == 0, first.stderr
-    evaluations = tmp_path / "runs" / "Pendulum-v1" / "vadam" / "seed0" / "eval.csv"
+    evaluations = tmp_path / "runs" / "Pendulum-v1" / name / "seed0" / "eval.csv"
     assert [row.split(",")[0] for row in evaluations.read_text().splitlines()[1:]] == [
         "200", "400",
     ]  # fmt: skip

@@ -279,7 +279,7 @@ class VimeBonus:
         self.moments = tuple(m.to(self.device) for m in state["moments"])
         self.normaliser.medians.clear()
         self.normaliser.medians.extend(state["medians"])
-        self.generator.set_state(state["generator"])
+        self.generator.set_state(state["generator"].cpu())  # a CPU byte tensor on any device
         self.num_fits = state["num_fits"]
         self.steps_since_fit = state["steps_since_fit"]
 

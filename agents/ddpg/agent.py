@@ -549,9 +549,11 @@ class DDPG:
             getattr(self, name).load_state_dict(state[name])
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        self.generator.set_state(state["generator"])
+        # A generator's state is a CPU byte tensor whatever its device, but a checkpoint
+        # loaded onto a GPU (map_location) brings it there: back to the CPU first.
+        self.generator.set_state(state["generator"].cpu())
         if "measure_generator" in state:  # checkpoints before it measured start it afresh
-            self.measure_generator.set_state(state["measure_generator"])
+            self.measure_generator.set_state(state["measure_generator"].cpu())
         if self.obs_statistics is not None:
             self.obs_statistics.load_state_dict(state["observation_statistics"])
         counters = state["counters"]

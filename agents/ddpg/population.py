@@ -239,11 +239,14 @@ class Population:
         return update
 
     def _applied(self, applied: np.ndarray) -> None:
-        """Count every member's applied steps and skipped updates (one op per optimizer)."""
-        flags = torch.as_tensor(applied, dtype=torch.float32, device=self.device)
-        self.step_counts["critic"].add_(flags[:, :1])
-        self.step_counts["actor"].add_(flags[:, 1:])
-        self.skipped.add_(1 - flags[:, 1])
+        """Count every member's applied steps and skipped updates (one op per optimizer).
+
+        Each count is added where it lives: torch's optimizers keep ``step`` on the CPU
+        beside parameters on a GPU, the skipped counts live on the device."""
+        flags = torch.as_tensor(applied, dtype=torch.float32)
+        self.step_counts["critic"].add_(flags[:, :1].to(self.step_counts["critic"].device))
+        self.step_counts["actor"].add_(flags[:, 1:].to(self.step_counts["actor"].device))
+        self.skipped.add_((1 - flags[:, 1]).to(self.skipped.device))
 
     # ----------------------------------------------------------------- training
     def learn(

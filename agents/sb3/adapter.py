@@ -165,7 +165,7 @@ def restore_generators(agent: Any, generators: dict[str, Any]) -> Any:
     if generators["env_before_reset"] is not None:
         agent.model = agent._build(seed=None)
         agent.env.unwrapped.np_random.bit_generator.state = generators["env_before_reset"]
-    torch.set_rng_state(generators["torch"])
+    torch.set_rng_state(generators["torch"].cpu())  # a CPU byte tensor, wherever loaded
     set_numpy_global_state(generators["numpy"])
     agent.model.action_space.np_random.bit_generator.state = generators["action_space"]
     return agent.model

@@ -232,7 +232,7 @@ class SB3Agent(SB3RunAgent):
         counters = state["counters"]
         model.num_timesteps = self.steps_done = counters["num_timesteps"]
         model.actor.optimizer.skipped_steps = counters["skipped_updates"]
-        self._noise_generator.set_state(generators["action_noise"])
+        self._noise_generator.set_state(generators["action_noise"].cpu())
         self.between_episodes = self.episode_ended = bool(state["at_episode_boundary"])
         if "buffer" in state:
             buffer, saved = model.replay_buffer, state["buffer"]
