@@ -268,8 +268,12 @@ def test_a_failing_run_does_not_stop_the_others(tmp_path):
     assert (tmp_path / "out" / "Pendulum-v1" / "adam-plain" / "seed0" / "eval.csv").exists()
 
 
-def test_ray_backend_on_a_local_ray_instance(tmp_path):
+def test_ray_backend_on_a_local_ray_instance(tmp_path, monkeypatch):
     ray = pytest.importorskip("ray", reason="Ray is the optional 'ray' extra; CI installs it")
+    # Ray starts its workers at niceness 15, where beside the suite's other test process
+    # (niceness 0) on a 2-core machine they get a sliver of a core: each worker's import of
+    # torch took 40-47 s of wall time for 1.7 s of CPU (176 s for the test), 2.5 s at 0.
+    monkeypatch.setenv("RAY_worker_niceness", "0")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         outcomes = run_grid(configs(tmp_path, ["vadagrad", "sgd-plain"]), 2, backend="ray")
