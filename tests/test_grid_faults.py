@@ -41,13 +41,13 @@ SMALL = ["--env", "Pendulum-v1", "--eval-episodes", "1", "--logdir", "out",
 LONG_ROUND = ["--set", "train_every=100", "--set", "gradient_steps=100000"]
 
 
-def start(*args: str, cwd: Path) -> subprocess.Popen:
+def start(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """``train_agent`` as a user starts it, in a session of its own (so that a test can
-    kill what it left), with SIGINT at its default action."""
+    kill what it left), with SIGINT at its default action (``env`` adds to the environment)."""
     exe = Path(sys.executable).with_name("train_agent")
     return subprocess.Popen(
         [str(exe), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        start_new_session=True, env={**os.environ, **(env or {})},
     )  # fmt: skip
 
 
@@ -77,6 +77,19 @@ def alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(") ")[1].startswith("Z"))
 
 
+def kill_the_worker_of(run_dir: Path, proc: subprocess.Popen) -> tuple[int, str, str]:
+    """kill -9 of the process training ``run_dir`` once it has a checkpoint; then the grid
+    ``proc``'s end: the killed PID, its stdout and stderr."""
+    try:
+        wait_for(lambda: (run_dir / "checkpoints" / "latest.pt").exists())
+        killed = lock_holder(run_dir)
+        os.kill(killed, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        kill_session(proc)
+    return killed, stdout, stderr
+
+
 def kill_session(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -94,14 +107,9 @@ def test_a_killed_worker_loses_its_own_runs_only_and_says_so(tmp_path, workers):
     )
     proc = start(*SMALL, "--opt", "vadam,adam-plain", "--workers", workers, "--steps", "400",
                  "--eval-every", "200", "--config", "long.yaml", cwd=tmp_path)  # fmt: skip
-    try:
-        lost = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0"
-        wait_for(lambda: (lost / "checkpoints" / "latest.pt").exists())
-        killed = lock_holder(lost)
-        os.kill(killed, signal.SIGKILL)
-        stdout, stderr = proc.communicate(timeout=300)
-    finally:
-        kill_session(proc)
+    killed, stdout, stderr = kill_the_worker_of(
+        tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0", proc
+    )
     assert proc.returncode == 1, stderr
     assert "Traceback" not in stderr and "BrokenProcessPool" not in stderr
     lost_line = ("out/Pendulum-v1/vadam/seed0: FAILED: lost with its worker (killed by "
@@ -113,6 +121,28 @@ def test_a_killed_worker_loses_its_own_runs_only_and_says_so(tmp_path, workers):
     assert [row["step"] for row in read_eval_csv(finished / "eval.csv")] == [200, 400]
     (events,) = finished.glob("events.out.tfevents.*")
     assert int(events.name.split(".")[-2]) not in (killed, proc.pid)
+
+
+def test_a_killed_ray_worker_s_run_is_retried_by_ray_from_its_checkpoint(tmp_path):
+    """kill -9 of the Ray worker training a run: Ray retries its task (Ray's default for a
+    task whose worker died), the retry continues the run from its checkpoint, and the grid
+    ends with every run finished once, its evaluations neither repeated nor missing."""
+    pytest.importorskip("ray", reason="Ray is the optional 'ray' extra; CI installs it")
+    (tmp_path / "slow.yaml").write_text(  # vadam's rounds of updates take seconds each
+        "strategies:\n  vadam: {train_every: 100, gradient_steps: 2000}\n"
+    )
+    ray_workers = {"RAY_worker_niceness": "0"}  # test_grid.py's Ray test says why
+    proc = start(*SMALL, "--opt", "vadam,adam-plain", "--workers", "2", "--steps", "400",
+                 "--eval-every", "200", "--config", "slow.yaml", "--backend", "ray",
+                 cwd=tmp_path, env=ray_workers)  # fmt: skip
+    run_dir = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0"
+    killed, stdout, stderr = kill_the_worker_of(run_dir, proc)
+    assert proc.returncode == 0, stderr
+    assert "2 of 2 runs finished, 0 failed" in stdout, stdout
+    assert stdout.count("out/Pendulum-v1/vadam/seed0: ok") == 1
+    assert [row["step"] for row in read_eval_csv(run_dir / "eval.csv")] == [200, 400]
+    writers = {int(path.name.split(".")[-2]) for path in run_dir.glob("events.out.tfevents.*")}
+    assert killed in writers and len(writers) == 2  # the killed worker, then the retry
 
 
 def test_a_worker_whose_driver_is_killed_stops_with_a_checkpoint(tmp_path):
