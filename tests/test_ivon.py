@@ -280,3 +280,36 @@ def test_ivon_is_vimes_posterior_in_a_run(tmp_path, train_agent):
     num_data, prior_variance = 50.0, 0.25  # kl_batches · pool_batch_size; prior_std²
     assert group["ess"] == num_data
     assert group["weight_decay"] == pytest.approx(1 / (num_data * prior_variance))
+
+
+@pytest.mark.parametrize(
+    "task, tree, protocol, variant, sweep",
+    [
+        ("HalfCheetah-v4", "runs", [], "ess=1000", "optimizer_kwargs.ess=[100,1000]"),
+        ("Hopper-v4", "runs", [], "ess=100", "optimizer_kwargs.ess=[100]"),
+        ("SparseMountainCar-v0", "runs-episode", ["sparse-study.yaml"], "ess=10",
+         "optimizer_kwargs.ess=[10,100]"),
+    ],
+)  # fmt: skip
+def test_the_committed_ivon_arms_resolve_again_under_the_first_preset(
+    task, tree, protocol, variant, sweep
+):
+    """studies/ivon/reproduce.sh's commands for the committed ivon@ess=* arms (the first
+    preset as a --config layer) give each run's committed config.yaml back, value for value,
+    so the grid skips or resumes them rather than refusing a changed run."""
+    from agents.settings.resolve import resolve_runs
+
+    root = Path(__file__).resolve().parents[1]
+    configs = [root / "configs" / name for name in (*protocol, "ivon-wide-prior.yaml")]
+    options = ["save_replay_buffer=true", sweep]
+    if tree == "runs":
+        options.append("buffer_size=100000")
+    else:
+        options.append("resample=episode")
+    logdir = "runs" if tree == "runs" else "runs-episode"
+    runs = resolve_runs(
+        ["ivon"], [0], configs, options, env=task, total_steps=100_000, logdir=logdir, compile=True
+    )
+    (run,) = [r for r in runs if r.variant == variant]
+    committed = root / "studies" / "ivon" / tree / task / f"ivon@{variant}" / "seed0"
+    assert run.values() == yaml.safe_load((committed / "config.yaml").read_text())

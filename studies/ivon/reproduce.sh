@@ -43,6 +43,11 @@ settings() {  # a task's settings: the sparse study's, or Khan et al.'s on the M
   esac
 }
 
+# IVON's two presets: the first (configs/ivon-wide-prior.yaml, a --config layer: the committed
+# ivon@ess=* arms) and the variational reading (configs/ivon.yaml: ivon@weight_decay=* arms,
+# sigma_0 = 1/sqrt(2 ess delta) = 0.32, 0.1, 0.032 at delta = 5e-6, 5e-5, 5e-4).
+WIDE=../../configs/ivon-wide-prior.yaml
+
 if [ -z "${REPORT_ONLY:-}" ]; then
   for task in "${TASKS[@]}"; do
     read -r -a own <<< "$(settings "$task")"
@@ -50,17 +55,25 @@ if [ -z "${REPORT_ONLY:-}" ]; then
           --workers "$WORKERS" --compile --set save_replay_buffer=true)
     case "$task" in
       HalfCheetah-v4)  # sigma_0 = 0.1, 0.032: the sigma study's best fixed sigma there
-        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon --set "optimizer_kwargs.ess=[100,1000]" ;;
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon --config "$WIDE" \
+          --set "optimizer_kwargs.ess=[100,1000]"
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon \
+          --set "optimizer_kwargs.weight_decay=[5e-5,5e-4]" ;;
       Hopper-v4)  # the sigma study's HalfCheetah answer asked on a second dense task
-        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon --set "optimizer_kwargs.ess=[100]"
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon --config "$WIDE" \
+          --set "optimizer_kwargs.ess=[100]"
         "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt vadam \
           --set "optimizer_kwargs.sample_constant=[100]"
         "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt fixed-noise \
           --set "optimizer_kwargs.initial_precision=[100]"
-        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt adam-plain ;;
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt adam-plain
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon \
+          --set "optimizer_kwargs.weight_decay=[5e-5]" ;;
       *)  # one sample per episode at sigma_0 = 0.32, 0.1: what paid on the sparse tasks
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs-episode --opt ivon --config "$WIDE" \
+          --set resample=episode --set "optimizer_kwargs.ess=[10,100]"
         "${grid[@]}" "${EXTRA[@]}" --logdir runs-episode --opt ivon --set resample=episode \
-          --set "optimizer_kwargs.ess=[10,100]" ;;
+          --set "optimizer_kwargs.weight_decay=[5e-6,5e-5]" ;;
     esac
   done
 fi
