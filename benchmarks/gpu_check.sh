@@ -33,7 +33,8 @@ WORLDS=${WORLDS:-100 1000}
 WARP_STEPS=${WARP_STEPS:-200}
 mkdir -p "$OUT"
 # Warp's kernels for this device compile once into a cache of this check's own.
-export WARP_CACHE_PATH=${WARP_CACHE_PATH:-$PWD/$OUT/warp-cache}
+WARP_CACHE_PATH=${WARP_CACHE_PATH:-$(mktemp -d)/warp}
+export WARP_CACHE_PATH
 
 if [ -n "${WHEELS:-}" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \

@@ -96,13 +96,7 @@ class WarpLocomotion(VectorEnv):
         self._wp, self._mjw = wp, mjw
         self.wp_device = wp.get_device(device)
         self.device = torch.device(wp.device_to_torch(self.wp_device))
-        # Warp launches on torch's current stream of the device, so that torch's reads and
-        # writes of the shared arrays and Warp's kernels keep their order without a sync.
-        self._scope = (
-            (lambda: wp.ScopedStream(wp.stream_from_torch(torch.cuda.current_stream(self.device))))
-            if self.wp_device.is_cuda
-            else (lambda: wp.ScopedDevice(self.wp_device))
-        )
+        self._stream = None
         with self._scope():
             self.model = mjw.put_model(env.model)
             self.data = mjw.make_data(env.model, nworld=num_envs)
@@ -276,6 +270,17 @@ class WarpLocomotion(VectorEnv):
         self.qacc_warmstart.masked_fill_(rows, 0.0)
         self.time.masked_fill_(mask, 0.0)
         self._elapsed.masked_fill_(mask, 0)
+
+    def _scope(self) -> Any:
+        """Where Warp launches: on a CUDA device, on torch's current stream there (made a
+        Warp stream once per torch stream), so that torch's reads and writes of the shared
+        arrays and Warp's kernels keep their order without a sync."""
+        if not self.wp_device.is_cuda:
+            return self._wp.ScopedDevice(self.wp_device)
+        current = torch.cuda.current_stream(self.device)
+        if self._stream is None or self._stream._torch_stream != current:
+            self._stream = self._wp.stream_from_torch(current)
+        return self._wp.ScopedStream(self._stream, sync_enter=False)
 
     @property
     def _f32(self) -> dict[str, Any]:
