@@ -75,6 +75,12 @@ def train_agent(capsys, monkeypatch) -> Callable[..., Result]:
     return run
 
 
+#: How far a MuJoCo Warp env's step may be from its gymnasium env's from the same state,
+#: relative and absolute (float32 physics): test_vector_envs.py's
+#: test_a_warp_task_is_its_gymnasium_env_step_by_step says why.
+WARP_TOLERANCE = 5 * 5e-4
+
+
 def error_line(result: Result | subprocess.CompletedProcess) -> str:
     """The one ``train_agent: error:`` line of a failed call (and no traceback)."""
     assert result.returncode == 2, (result.stdout, result.stderr)

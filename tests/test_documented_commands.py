@@ -44,6 +44,9 @@ NOT_RUN = {
     "pip install -e '.[test,ray]' && python -m pytest -q -m \"not slow\"": "the suite itself (CI)",
     "MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 python -m "
     'pytest -q -m "trains and not slow or kernels"': "CI's second pass (.ci/run)",
+    "pip install -e '.[gpu]' && WARP_CACHE_PATH=$(mktemp -d) python -m pytest -q -n 0 -m warp": (
+        "installs: CI's MuJoCo Warp pass (.ci/run)"
+    ),
     "tensorboard --logdir runs/HalfCheetah-v4": "serves until stopped",
     "train_agent --env SparseMountainCar-v0 --opt vadam --bonus vime "
     "--set bonus.posterior=noisy-kfac": "trains 3 M steps (checked with --check)",

@@ -108,10 +108,12 @@ def test_no_module_imports_one_that_imports_it_back():
 
 def test_an_optional_learner_is_imported_only_when_asked_for():
     """A plain install (no extras) runs every default command: importing the package and
-    its command-line tools does not import sb3-contrib (``--algo trpo``'s dependency)."""
+    its command-line tools does not import sb3-contrib (``--algo trpo``'s dependency) or
+    MuJoCo Warp (the ``gpu`` extra's)."""
     code = (
         "import sys, agents, agents.cli, agents.reporting.compare\n"
-        "assert 'sb3_contrib' not in sys.modules, 'sb3_contrib imported'"
+        "for name in ('sb3_contrib', 'mujoco_warp', 'warp'):\n"
+        "    assert name not in sys.modules, f'{name} imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 

@@ -131,7 +131,8 @@ def _build_members(configs: list[RunSettings]) -> tuple[list[DDPG], StackedRepla
 
 
 def _vector_env(config: RunSettings, copies: int) -> VectorEnv:
-    """``copies`` of the run's env (:func:`make_task_env`'s) stepped together."""
+    """``copies`` of the run's env (:func:`make_task_env`'s) stepped together: in MuJoCo Warp
+    on the run's CUDA device where it models the env and is installed."""
     return make_vector_env(
         config.env,
         copies,
@@ -139,6 +140,7 @@ def _vector_env(config: RunSettings, copies: int) -> VectorEnv:
         config.max_episode_steps,
         normalize_actions=config.normalize_actions,
         wrap=with_task_report,
+        device=config.device,
     )
 
 
