@@ -180,3 +180,16 @@ def test_a_resumed_run_continues_its_wandb_run(tmp_path):
     assert before.run.run_id == after.run.run_id
     assert sorted(before.values("eval/mean_return")) == [200]
     assert sorted(after.values("eval/mean_return")) == [400]
+
+
+def test_a_wandb_that_cannot_start_the_run_is_one_line_and_keeps_nothing(
+    tmp_path, train_agent, monkeypatch
+):
+    """W&B refusing its own settings (here a mode it does not know) as it would refuse an
+    online run without a login: one line, before the first step, no run directory kept."""
+    monkeypatch.setenv("WANDB_MODE", "no-such-mode")
+    result = train_agent(*TINY, "--track", cwd=tmp_path)
+    line = error_line(result)
+    assert line.startswith("train_agent: error: --track: W&B could not start the run (")
+    assert line.endswith("was not kept")
+    assert not (tmp_path / "runs" / "Pendulum-v1" / "vadam").exists()
