@@ -26,7 +26,6 @@ from conftest import error_line, train_agent_process
 
 wandb_pb = pytest.importorskip("wandb.proto.wandb_internal_pb2")
 
-ROOT = Path(__file__).resolve().parents[1]
 
 #: LevelDB's log: 32 KiB blocks of chunks, each behind a 7-byte header (CRC-32C, length,
 #: type); W&B's file starts with its own 7-byte header (``:W&B``, a magic, a version).
@@ -83,64 +82,63 @@ def wandb_runs(directory: Path) -> list[WandbRun]:
     return [WandbRun(p) for p in sorted(directory.glob("wandb/offline-run-*/run-*.wandb"))]
 
 
-def test_a_tracked_run_sends_its_settings_and_every_tensorboard_scalar(tmp_path):
-    result = train_agent_process(*TINY, "--track", "--wandb-project", "tiny", cwd=tmp_path)
+def test_a_grid_is_one_wandb_run_per_run_with_its_settings_and_every_tensorboard_scalar(
+    tmp_path,
+):
+    """Two seeds, trained as one population (one process): two W&B runs in the strategy's
+    group, each with its run's settings and every scalar of its TensorBoard events."""
+    result = train_agent_process(
+        *TINY, "--seeds", "2", "--track", "--wandb-project", "tiny", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = tmp_path / "runs" / "Pendulum-v1" / "vadam" / "seed0"
-    (run,) = wandb_runs(tmp_path / "runs")  # W&B's files beside the runs, in the logdir
-    assert run.run.project == "tiny"
-    assert run.run.run_group == "vadam"  # the strategy: W&B aggregates its seeds
-    assert run.run.display_name == "Pendulum-v1/vadam/seed0"
-    assert run.run.run_id == (run_dir / "wandb_run_id").read_text().strip()
-    assert run.exit_code == 0
-    settings = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert {k: run.config[k] for k in settings} == settings
-    assert run.config["total_steps"] == 400 and run.config["hidden_sizes"] == [16, 16]
-    # Every TensorBoard scalar, under its tag, at its step, with its value (TensorBoard
-    # stores float32).
-    events = load_events(run_dir)
-    tags = events.Tags()["scalars"]
-    assert {"eval/mean_return", "train/episode_return", "explore/sigma_mean"} <= set(tags)
-    for tag in tags:
-        tensorboard = {e.step: e.value for e in events.Scalars(tag)}
-        sent = run.values(tag)
-        assert sent.keys() == tensorboard.keys(), tag
-        for step, value in tensorboard.items():
-            assert math.isclose(sent[step], value, rel_tol=1e-6, abs_tol=1e-9), (tag, step)
-    evaluations = {row["step"]: row["mean_return"] for row in read_eval_csv(run_dir / "eval.csv")}
-    assert run.values("eval/mean_return") == pytest.approx(evaluations)
-    assert sorted(evaluations) == [200, 400]
-
-
-def test_a_grid_is_one_wandb_run_per_run_grouped_by_strategy(tmp_path):
-    """Two seeds train as one population (one process): two W&B runs, one group."""
-    result = train_agent_process(*TINY, "--seeds", "2", "--track", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    runs = wandb_runs(tmp_path / "runs")
+    runs = wandb_runs(tmp_path / "runs")  # W&B's files beside the runs, in the logdir
     assert sorted(r.run.display_name for r in runs) == [
         "Pendulum-v1/vadam/seed0", "Pendulum-v1/vadam/seed1"
     ]  # fmt: skip
-    assert {r.run.run_group for r in runs} == {"vadam"}
-    assert {r.run.project for r in runs} == {"param-explore"}
     for run in runs:
-        seed = run.config["seed"]
-        run_dir = tmp_path / "runs" / "Pendulum-v1" / "vadam" / f"seed{seed}"
+        run_dir = tmp_path / "runs" / run.run.display_name
+        assert run.run.project == "tiny"
+        assert run.run.run_group == "vadam"  # the strategy: W&B aggregates its seeds
+        assert run.run.run_id == (run_dir / "wandb_run_id").read_text().strip()
+        assert run.exit_code == 0
+        settings = yaml.safe_load((run_dir / "config.yaml").read_text())
+        assert {k: run.config[k] for k in settings} == settings
+        assert run.config["total_steps"] == 400 and run.config["hidden_sizes"] == [16, 16]
+        # Every TensorBoard scalar, under its tag, at its step, with its value (TensorBoard
+        # stores float32).
+        events = load_events(run_dir)
+        tags = events.Tags()["scalars"]
+        assert {"eval/mean_return", "train/episode_return", "explore/sigma_mean"} <= set(tags)
+        for tag in tags:
+            tensorboard = {e.step: e.value for e in events.Scalars(tag)}
+            sent = run.values(tag)
+            assert sent.keys() == tensorboard.keys(), tag
+            for step, value in tensorboard.items():
+                assert math.isclose(sent[step], value, rel_tol=1e-6, abs_tol=1e-9), (tag, step)
         rows = read_eval_csv(run_dir / "eval.csv")
-        assert run.values("eval/mean_return") == pytest.approx(
-            {row["step"]: row["mean_return"] for row in rows}
-        )
+        evaluations = {row["step"]: row["mean_return"] for row in rows}
+        assert run.values("eval/mean_return") == pytest.approx(evaluations)
+        assert sorted(evaluations) == [200, 400]
 
 
-def test_the_group_and_the_directory_follow_the_flags_and_wandbs_variables(tmp_path):
+def test_a_resumed_run_continues_its_wandb_run_and_wandbs_variables_are_honoured(tmp_path):
     elsewhere = tmp_path / "elsewhere"
-    result = train_agent_process(
-        *TINY, "--steps", "200", "--track", "--wandb-group", "mine", cwd=tmp_path,
-        env={"WANDB_DIR": str(elsewhere), "WANDB_PROJECT": "from-the-variable"},
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    (run,) = wandb_runs(elsewhere)
-    assert (run.run.run_group, run.run.project) == ("mine", "from-the-variable")
+    variables = {"WANDB_DIR": str(elsewhere), "WANDB_PROJECT": "from-the-variable"}
+    first = train_agent_process(
+        *TINY, "--steps", "200", "--track", "--wandb-group", "mine", cwd=tmp_path, env=variables
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = train_agent_process(
+        *TINY, "--resume", "--track", "--wandb-group", "mine", cwd=tmp_path, env=variables
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    before, after = wandb_runs(elsewhere)
     assert not (tmp_path / "runs" / "wandb").exists()
+    for run in (before, after):
+        assert (run.run.run_group, run.run.project) == ("mine", "from-the-variable")
+    assert before.run.run_id == after.run.run_id
+    assert sorted(before.values("eval/mean_return")) == [200]
+    assert sorted(after.values("eval/mean_return")) == [400]
 
 
 def test_wandb_flags_without_track_are_one_line(tmp_path, train_agent):
@@ -149,12 +147,14 @@ def test_wandb_flags_without_track_are_one_line(tmp_path, train_agent):
     assert not (tmp_path / "runs").exists()
 
 
-def test_track_without_wandb_installed_names_the_extra(tmp_path):
-    """``wandb`` absent (an import of it fails as Python fails it for a missing module)."""
+def test_wandb_is_imported_only_for_track_and_its_absence_names_the_extra(tmp_path):
+    """No import of ``wandb`` until a run is tracked; then, ``wandb`` absent (its import
+    failing as Python fails it for a missing module), one line naming the extra."""
     code = (
-        "import sys; sys.modules['wandb'] = None\n"
-        "from agents.cli import main\n"
-        f"sys.exit(main({[*TINY, '--track']!r}))"
+        "import sys, agents.cli, agents.runs.train\n"
+        "assert 'wandb' not in sys.modules, 'wandb imported'\n"
+        "sys.modules['wandb'] = None\n"
+        f"sys.exit(agents.cli.main({[*TINY, '--track']!r}))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True
@@ -164,22 +164,6 @@ def test_track_without_wandb_installed_names_the_extra(tmp_path):
         "pip install 'param-explore[track]'"
     )
     assert not (tmp_path / "runs").exists()
-
-
-def test_wandb_is_imported_only_when_a_run_is_tracked():
-    code = "import sys, agents.cli, agents.runs.train; assert 'wandb' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
-
-
-def test_a_resumed_run_continues_its_wandb_run(tmp_path):
-    first = train_agent_process(*TINY, "--steps", "200", "--track", cwd=tmp_path)
-    assert first.returncode == 0, first.stderr[-3000:]
-    again = train_agent_process(*TINY, "--resume", "--track", cwd=tmp_path)
-    assert again.returncode == 0, again.stderr[-3000:]
-    before, after = wandb_runs(tmp_path / "runs")
-    assert before.run.run_id == after.run.run_id
-    assert sorted(before.values("eval/mean_return")) == [200]
-    assert sorted(after.values("eval/mean_return")) == [400]
 
 
 def test_a_wandb_that_cannot_start_the_run_is_one_line_and_keeps_nothing(
