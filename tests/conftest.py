@@ -22,6 +22,9 @@ from pathlib import Path
 # serial with torch's 2 threads, 58.6 s with 1, 33.4 s on two processes of one thread each.
 # It also makes a test's numbers the same on machines with other core counts.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# No test reaches a network: Weights & Biases (``--track``, the documented W&B snippets, and
+# the processes the tests start, which inherit this) runs offline, with no account.
+os.environ["WANDB_MODE"] = "offline"
 
 import pytest
 import torch

@@ -55,6 +55,8 @@ NOT_RUN = {
     ),
     "train_agent --env HalfCheetah-v4 --opt vadam,adam-plain --seeds 3 --steps 50000 "
     "--workers 2": "a grid of six 50 k-step runs, ~25 minutes (checked with --check)",
+    "train_agent --env Pendulum-v1 --opt vadam,adam-plain --seeds 3 --steps 20000 --track "
+    "--wandb-project pendulum": "a grid of six 20 k-step runs (checked with --check)",
     "compare_runs runs/HalfCheetah-v4 runs/Hopper-v4": "needs grids of runs of two tasks",
     "compare_runs a/HalfCheetah-v4 b/HalfCheetah-v4 --labels a,b": "needs two grids of runs",
     "python -m rl_zoo3.train --algo ddpg --env HalfCheetah-v4 -conf hyperparams/ddpg.yml "

@@ -30,8 +30,8 @@ from ..tasks import with_task_report
 
 #: Offset between the training seed and the curiosity bonus's own generator's seed.
 BONUS_SEED_OFFSET = 2_000_000
-#: The extra that brings an optional learner's dependency, by the module it needs.
-EXTRAS = {"sb3_contrib": "trpo"}
+#: The extra that brings an optional dependency (a learner's, W&B's), by its module.
+EXTRAS = {"sb3_contrib": "trpo", "wandb": "track"}
 
 
 def make_task_env(settings: RunSettings) -> gym.Env:
@@ -116,12 +116,13 @@ def learner_module(settings: RunSettings) -> ModuleType | None:
     """The module of an optional learner the settings ask for (None for the native DDPG and
     SB3's DDPG, which need nothing optional); a missing extra is one line naming it."""
     if settings.algo == "trpo":
-        return _optional("agents.sb3.trpo_agent", "--algo trpo")
+        return optional_import("agents.sb3.trpo_agent", "--algo trpo")
     return None
 
 
-def _optional(module: str, what: str) -> ModuleType:
-    """Import an optional learner's module; a missing extra is one line naming it."""
+def optional_import(module: str, what: str) -> ModuleType:
+    """Import a module that needs an optional extra (``what`` asks for it); a missing
+    extra is one line naming it."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as err:

@@ -33,6 +33,7 @@ from ..tasks import with_task_report
 from .agent_factory import make_run_bonus, make_task_env
 from .callback import EVAL_SEED_OFFSET, Progress
 from .stopping import RunInterrupted, stop_on_signals
+from .tracking import Tracking
 from .train import OpenRun, close_run, locked_run_dir, open_run
 
 
@@ -75,13 +76,16 @@ def population_size(configs: list[RunSettings], workers: int) -> int:
 
 
 def train_population(
-    configs: list[RunSettings], resume: bool = True, progress: Progress = False
+    configs: list[RunSettings],
+    resume: bool = True,
+    progress: Progress = False,
+    tracking: Tracking | None = None,
 ) -> list[MemberOutcome]:
     """Train the runs ``configs`` describe as one population (they share
-    :func:`population_key`); every run resumes or starts as :func:`agents.runs.train.train`
-    would. Returns each member's outcome; raises :class:`RunInterrupted` once every member
-    checkpointed when a signal asked to stop, and ConfigError for settings that cannot be
-    a population (before anything is written)."""
+    :func:`population_key`); every run resumes or starts (and is tracked) as
+    :func:`agents.runs.train.train` would. Returns each member's outcome; raises
+    :class:`RunInterrupted` once every member checkpointed when a signal asked to stop, and
+    ConfigError for settings that cannot be a population (before anything is written)."""
     if not configs:
         return []
     keys = {population_key(c) for c in configs}
@@ -97,7 +101,7 @@ def train_population(
             run_dir = config.run_dir()
             try:
                 stack.enter_context(locked_run_dir(run_dir))
-                run = open_run(config, member, run_dir, resume, progress)
+                run = open_run(config, member, run_dir, resume, progress, tracking)
             except (ConfigError, OSError) as err:
                 outcomes[run_dir] = MemberOutcome(run_dir, err)
                 continue
@@ -190,7 +194,7 @@ def _train_group(
         )
     except BaseException:  # a second Ctrl-C, or a fault of the population's own
         for run in group:
-            run.callback.logger.close()
+            run.callback.logger.close(failed=True)
         raise
     for run in group:
         if id(run.agent) not in closed:
