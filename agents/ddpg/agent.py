@@ -59,10 +59,10 @@ from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import coverage_statistics, env_id, make_env
 from ..common.errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
-from ..common.memory_budget import check_memory
 from ..common.reward_bonus import RewardBonus, scored
 from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
+from ..settings.memory import check_learners
 from .compiled_update import CompilationError, CompiledUpdate
 from .networks import Actor, Critic
 from .observations import ObservationStatistics
@@ -132,10 +132,10 @@ class DDPG:
         obs_dim = self.env.observation_space.shape[0]
         action_space = self.env.action_space
         # before allocating (a buffer that was given is allocated already)
-        needs = cfg.memory_needs(obs_dim, action_space.shape[0])
-        if replay_buffer is not None:
-            needs = [need for need in needs if need.setting != "buffer_size"]
-        check_memory(needs, self.device)
+        check_learners(
+            [cfg], obs_dim, action_space.shape[0], self.device,
+            buffer_allocated=replay_buffer is not None,
+        )  # fmt: skip
         if seed is not None:
             torch.manual_seed(seed)
             action_space.seed(seed)

@@ -34,7 +34,7 @@ member's step equals a single run's to float rounding (``tests/test_population.p
 the same population command gives the same runs.
 
 Members may differ in the settings the update takes as numbers
-(:data:`agents.settings.learners.PER_MEMBER_KEYS`); the others must be equal.
+(:data:`agents.settings.sharing.PER_MEMBER_KEYS`); the others must be equal.
 """
 
 from __future__ import annotations
@@ -58,10 +58,11 @@ from ..common.devices import resolve_device
 from ..common.envs import make_env
 from ..common.errors import ConfigError, EnvironmentFailure
 from ..common.evaluation import test_episodes_together
-from ..common.memory_budget import check_memory
 from ..common.reward_bonus import RewardBonus
 from ..common.vector_envs import make_vector_env
 from ..settings.learners import DDPGSettings
+from ..settings.memory import check_learners
+from ..settings.sharing import check_members_share
 from .agent import DDPG, Transition
 from .compiled_update import CompilationError, CompiledUpdate, GraphState, inductor_compile
 from .observations import normalized_observations
@@ -141,17 +142,11 @@ class Population:
     # ----------------------------------------------------------------- building
     def _check_compatible(self, envs: gym.vector.VectorEnv) -> None:
         """Members share what shapes the stacked tensors and the schedule (the settings'
-        one rule, :meth:`DDPGSettings.shared_by_members`), their spaces, device and step."""
+        one rule, :func:`agents.settings.sharing.check_members_share`), their spaces, device
+        and step."""
         first = self.members[0]
-        shared = first.config.shared_by_members()
+        check_members_share([member.config for member in self.members])
         for member in self.members[1:]:
-            theirs = member.config.shared_by_members()
-            for key, value in shared.items():
-                if theirs[key] != value:
-                    raise ConfigError(
-                        f"the members of a population share {key}; got {value!r} and "
-                        f"{theirs[key]!r}"
-                    )
             if member.env.observation_space.shape != first.env.observation_space.shape or (
                 member.env.action_space.shape != first.env.action_space.shape
             ):
@@ -783,9 +778,7 @@ def build_members(
     first = envs[0]
     obs_dim, action_dim = first.observation_space.shape[0], first.action_space.shape[0]
     device = resolve_device(device)
-    check_memory(
-        [need for config in configs for need in config.memory_needs(obs_dim, action_dim)], device
-    )
+    check_learners(configs, obs_dim, action_dim, device)
     buffer = ReplayBuffer.stacked(
         len(envs), configs[0].buffer_size, obs_dim, action_dim, device=device
     )

@@ -1,0 +1,87 @@
+"""Every decision both engines share is made once, in one function (issue 56, stage 1;
+``docs/architecture.md``, "One engine: the stages"): each checked here against cases known
+by hand, and the layout test below checks that nothing else decides it again."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.common.errors import ConfigError
+from agents.settings import DDPGSettings
+from agents.settings.memory import learners_needs, members_that_fit, run_needs
+from agents.settings.resolve import resolve_runs
+from agents.settings.sharing import check_members_share, check_population, population_key
+
+
+def run(strategy: str = "vadam", seed: int = 0, *options: str, **flags):
+    (settings,) = resolve_runs([strategy], [seed], set_options=list(options), **flags)
+    return settings
+
+
+# --------------------------------------------------------------------------- sharing
+def test_runs_differing_in_seed_or_the_update_numbers_share_a_population():
+    base = population_key(run("vadam", 0))
+    assert base is not None
+    assert population_key(run("vadam", 1)) == base
+    for per_member in ("gamma=0.9", "tau=0.01", "critic_lr=0.002"):
+        assert population_key(run("vadam", 1, per_member)) == base, per_member
+
+
+def test_runs_differing_in_shape_schedule_strategy_or_bonus_do_not():
+    base = population_key(run("vadam", 0))
+    for shaping in ("hidden_sizes=[8,8]", "batch_size=32", "train_every=2", "total_steps=99"):
+        assert population_key(run("vadam", 0, shaping)) != base, shaping
+    assert population_key(run("noisy-adam", 0)) != base
+    assert population_key(run("vadam", 0, "bonus.kind=vime")) != base
+
+
+def test_only_the_native_ddpg_runs_are_members():
+    assert population_key(run("vadam", 0, engine="sb3")) is None
+    assert population_key(run("trpo", 0, algo="trpo", engine="sb3")) is None
+    check_population([run("vadam", 0), run("vadam", 1, "gamma=0.9")])
+    with pytest.raises(ConfigError, match="cannot be one population"):
+        check_population([run("vadam", 0), run("vadam", 1, engine="sb3")])
+    with pytest.raises(ConfigError, match="cannot be one population"):
+        check_population([run("vadam", 0), run("vadam", 1, "hidden_sizes=[8,8]")])
+
+
+def test_members_must_share_what_is_not_a_number_of_the_update():
+    check_members_share([DDPGSettings(gamma=0.9), DDPGSettings(gamma=0.5, tau=0.1)])
+    with pytest.raises(ConfigError, match=r"share hidden_sizes; got \[8, 8\] and \[4, 4\]"):
+        check_members_share([DDPGSettings(hidden_sizes=[8, 8]), DDPGSettings(hidden_sizes=[4, 4])])
+
+
+# --------------------------------------------------------------------------- memory
+#: A learner on Pendulum's spaces (3, 1), its parts counted by hand: the buffer 100 rows of
+#: 2·3 + 1 + 2 floats; the networks' 113 (actor 3-8-8-1) + 121 (critic 4-8-8-1) parameters
+#: four times; a minibatch of 4 through the critic's 21 units twice and the actor's 20.
+SMALL = DDPGSettings(hidden_sizes=[8, 8], buffer_size=100, batch_size=4)
+BUFFER, NETWORKS, UPDATE = 100 * 9 * 4, 4 * 234 * 4, 4 * 62 * 4
+
+
+def total(needs) -> int:
+    return sum(need.nbytes for need in needs)
+
+
+def test_the_estimate_of_one_learner_and_of_members():
+    assert total(learners_needs([SMALL], 3, 1)) == BUFFER + NETWORKS + UPDATE
+    assert total(learners_needs([SMALL] * 3, 3, 1)) == 3 * (BUFFER + NETWORKS + UPDATE)
+    # a population's members' rows of its stacked buffer are allocated already
+    given = learners_needs([SMALL] * 2, 3, 1, buffer_allocated=True)
+    assert total(given) == 2 * (NETWORKS + UPDATE)
+
+
+def test_a_run_counts_its_bonus_beside_its_learner():
+    options = ("hidden_sizes=[8,8]", "buffer_size=100", "batch_size=4")
+    assert total(run_needs(run("vadam", 0, *options), 3, 1)) == BUFFER + NETWORKS + UPDATE
+    with_bonus = run_needs(run("vadam", 0, *options, "bonus.kind=vime"), 3, 1)
+    assert total(with_bonus) > BUFFER + NETWORKS + UPDATE
+
+
+def test_how_many_members_fit():
+    member = BUFFER + NETWORKS + UPDATE
+    assert members_that_fit(SMALL, 3, 1, 10, 1, None) == 10  # memory not known: all
+    assert members_that_fit(SMALL, 3, 1, 10, 1, 4 * member) == 4
+    assert members_that_fit(SMALL, 3, 1, 10, 2, 4 * member) == 2  # two workers at once
+    assert members_that_fit(SMALL, 3, 1, 10, 1, member - 1) == 1  # at least one
+    assert members_that_fit(SMALL, 3, 1, 3, 1, 100 * member) == 3  # at most all
