@@ -4,9 +4,11 @@ by hand, and the layout test below checks that nothing else decides it again."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from agents.common.errors import ConfigError
+from agents.common.noise_redraw import redrawn, redrawn_after_episodes, redrawn_every_step
 from agents.settings import DDPGSettings
 from agents.settings.memory import learners_needs, members_that_fit, run_needs
 from agents.settings.resolve import resolve_runs
@@ -85,3 +87,27 @@ def test_how_many_members_fit():
     assert members_that_fit(SMALL, 3, 1, 10, 2, 4 * member) == 2  # two workers at once
     assert members_that_fit(SMALL, 3, 1, 10, 1, member - 1) == 1  # at least one
     assert members_that_fit(SMALL, 3, 1, 3, 1, 100 * member) == 3  # at most all
+
+
+# --------------------------------------------------------------------------- noise redraw
+def test_weight_noise_is_redrawn_every_step_or_as_an_episode_starts():
+    starting = np.array([True, False, True])
+    assert redrawn("step", starting).tolist() == [True, True, True]
+    assert redrawn("episode", starting).tolist() == [True, False, True]
+    assert redrawn("episode", np.zeros(2, dtype=bool)).tolist() == [False, False]
+    assert bool(redrawn("step", False)) and not redrawn("episode", False)  # one member
+    assert bool(redrawn("episode", True))
+    assert redrawn_every_step("step") and not redrawn_every_step("episode")
+
+
+def test_sb3_redraws_after_an_episode_only_for_per_episode_noise():
+    assert redrawn_after_episodes("episode", np.array([False, True]))
+    assert not redrawn_after_episodes("episode", np.array([False, False]))
+    assert not redrawn_after_episodes("episode", None)
+    assert not redrawn_after_episodes("step", np.array([True]))  # drawn before each action
+
+
+def test_param_noise_redraws_per_episode_and_vadam_per_step():
+    """The strategies' own choices reach the decision: param-noise's per episode."""
+    assert not redrawn(run("param-noise").learner.strategy.resample, False)
+    assert redrawn(run("vadam").learner.strategy.resample, False)

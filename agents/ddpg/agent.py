@@ -59,6 +59,7 @@ from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import coverage_statistics, env_id, make_env
 from ..common.errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
+from ..common.noise_redraw import redrawn
 from ..common.reward_bonus import RewardBonus, scored
 from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
@@ -639,7 +640,7 @@ class _OwnPhases:
 
     def draw_weight_noise(self, starting: bool) -> None:
         agent = self.agent
-        if agent.resample == "step" or starting:  # per episode: when one starts
+        if redrawn(agent.resample, starting):
             agent.actor_optimizer.resample_noise(agent.generator)
 
     def exploration_actions(self) -> np.ndarray:

@@ -58,6 +58,7 @@ from ..common.devices import resolve_device
 from ..common.envs import make_env
 from ..common.errors import ConfigError, EnvironmentFailure
 from ..common.evaluation import test_episodes_together
+from ..common.noise_redraw import redrawn
 from ..common.reward_bonus import RewardBonus
 from ..common.vector_envs import make_vector_env
 from ..settings.learners import DDPGSettings
@@ -398,13 +399,14 @@ class Population:
         episode): one ``normal_`` of every member's ε from the population's generator."""
         if self.noise is None:
             return
+        redraw = redrawn(self.members[0].resample, starting)
         changed = self.active
-        if self.members[0].resample == "step":
+        if redraw.all():
             self.noise.normal_(generator=self.generator)
-        elif starting.any():  # the others keep their episode's ε (and what derives from it)
-            changed = [m for m in self.active if starting[self._index[id(m)]]]
+        elif redraw.any():  # the others keep their episode's ε (and what derives from it)
+            changed = [m for m in self.active if redraw[self._index[id(m)]]]
             fresh = torch.empty_like(self.noise).normal_(generator=self.generator)
-            starts = torch.as_tensor(starting, device=self.device)
+            starts = torch.as_tensor(redraw, device=self.device)
             offset = 0
             for stack in self.noise_stacks.values():
                 drawn = fresh[offset : offset + stack.numel()].view_as(stack)
