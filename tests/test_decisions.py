@@ -4,15 +4,20 @@ by hand, and the layout test below checks that nothing else decides it again."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 from agents.common.errors import ConfigError
 from agents.common.noise_redraw import redrawn, redrawn_after_episodes, redrawn_every_step
+from agents.ddpg.compiled_update import CompilationError
+from agents.ddpg.execution import ChosenUpdate, Execution, acting_compiled, update_execution
 from agents.settings import DDPGSettings
 from agents.settings.memory import learners_needs, members_that_fit, run_needs
 from agents.settings.resolve import resolve_runs
 from agents.settings.sharing import check_members_share, check_population, population_key
+from param_explore import UntraceableOptimizerError
 
 
 def run(strategy: str = "vadam", seed: int = 0, *options: str, **flags):
@@ -111,3 +116,77 @@ def test_param_noise_redraws_per_episode_and_vadam_per_step():
     """The strategies' own choices reach the decision: param-noise's per episode."""
     assert not redrawn(run("param-noise").learner.strategy.resample, False)
     assert redrawn(run("vadam").learner.strategy.resample, False)
+
+
+# --------------------------------------------------------------------------- compile or eager
+def test_compile_trace_or_eager_for_a_single_run_and_a_population():
+    assert update_execution(compile=True, stacked=False) is Execution.COMPILED
+    assert update_execution(compile=True, stacked=True) is Execution.COMPILED
+    assert update_execution(compile=False, stacked=False) is Execution.EAGER
+    assert update_execution(compile=False, stacked=True) is Execution.TRACED
+    for compile, stacked in [(True, False), (True, True), (False, True)]:
+        assert update_execution(compile, stacked, traceable=False) is Execution.EAGER
+
+
+def test_a_population_acts_in_one_compiled_graph_only_at_its_training_point():
+    assert acting_compiled(compile=True, explores=True, gradient_at_sample=True)  # vadam
+    assert acting_compiled(compile=True, explores=False, gradient_at_sample=False)  # adam-plain
+    assert not acting_compiled(compile=True, explores=True, gradient_at_sample=False)  # param-noise
+    assert not acting_compiled(compile=False, explores=True, gradient_at_sample=True)
+
+
+class Graph:
+    """A stand-in for the compiled update (the decision's own bookkeeping is under test,
+    not torch's): records its calls; its first call fails to compile if asked."""
+
+    def __init__(self, fails: bool = False) -> None:
+        self.calls, self.traced, self.fails = 0, False, fails
+
+    def run_traced(self) -> None:
+        self.traced = True
+
+    def __call__(self, batch) -> None:
+        if self.fails and not self.traced:
+            raise CompilationError("no compiler")
+        self.calls += 1
+
+
+@pytest.mark.parametrize(
+    ("compile", "stacked", "ran", "traced"),
+    [(True, False, Execution.COMPILED, False), (True, True, Execution.COMPILED, False),
+     (False, True, Execution.TRACED, True), (False, False, Execution.EAGER, False)],
+)  # fmt: skip
+def test_the_chosen_update_builds_what_the_decision_says(compile, stacked, ran, traced):
+    graph, eager = Graph(), []
+    update = ChosenUpdate(compile, stacked, lambda: graph, eager.append)
+    assert update.graph is None  # built at the first update
+    assert update("batch") is ran
+    assert (update.graph is graph) == (ran is not Execution.EAGER)
+    assert graph.traced == traced and len(eager) == (ran is Execution.EAGER)
+
+
+def test_a_failed_compile_goes_on_as_without_compile():
+    single, eager = Graph(fails=True), []
+    update = ChosenUpdate(True, False, lambda: single, eager.append)
+    with pytest.warns(UserWarning, match="compile failed, training eagerly: no compiler"):
+        assert update("batch") is Execution.EAGER
+    assert update.graph is None and eager == ["batch"] and update("next") is Execution.EAGER
+    members = Graph(fails=True)
+    update = ChosenUpdate(True, True, lambda: members, eager.append)
+    with pytest.warns(UserWarning, match="compile failed, training the population eagerly"):
+        assert update("batch") is Execution.TRACED
+    assert members.traced and members.calls == 1
+
+
+def test_a_strategy_without_a_traced_form_trains_eagerly():
+    def untraceable():
+        raise UntraceableOptimizerError("NoisyKFAC has no traced form")
+
+    eager = []
+    with pytest.warns(UserWarning, match="compile: NoisyKFAC has no traced form"):
+        assert ChosenUpdate(True, False, untraceable, eager.append)(1) is Execution.EAGER
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a population's members step one by one, silently
+        assert ChosenUpdate(True, True, untraceable, eager.append)(2) is Execution.EAGER
+        assert ChosenUpdate(False, True, lambda: None, eager.append)(3) is Execution.EAGER
+    assert eager == [1, 2, 3]

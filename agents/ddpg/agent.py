@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -64,7 +63,8 @@ from ..common.reward_bonus import RewardBonus, scored
 from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
 from ..settings.memory import check_learners
-from .compiled_update import CompilationError, CompiledUpdate
+from .compiled_update import CompiledUpdate
+from .execution import ChosenUpdate
 from .networks import Actor, Critic
 from .observations import ObservationStatistics
 from .replay_buffer import Batch, ReplayBuffer
@@ -235,10 +235,8 @@ class DDPG:
             skipped=torch.zeros((), device=self.device),
             obs_statistics=self.obs_statistics,
         )
-        self._eager_update = EagerUpdate(self.learner)
-        # Built at the first update (the strategy's state, ε included, exists by then).
-        self._compiled_update: CompiledUpdate | None = None
-        self._compile_pending = cfg.compile
+        #: The update, compiled or eager as agents.ddpg.execution decides.
+        self._update = self._chosen_update(cfg.compile)
         #: The coverage of the state space its env reports since the last call: of its own
         #: env, or, for a population's member, of its row of the population's envs.
         self.coverage: Callable[[], dict[str, float]] = lambda: coverage_statistics(self.env)
@@ -428,39 +426,26 @@ class DDPG:
 
     def update(self, batch: Batch) -> None:
         """One DDPG update on ``batch`` (its rewards with the bonus already on them, as
-        :meth:`replayed_batch` gives it), compiled or eager as the settings say."""
-        if self._compile_pending:
-            self._compile_pending = False
-            self._compiled_update = self._make_compiled_update()
-        if self._compiled_update is None:
-            self._eager_update(batch)
-        else:
-            try:
-                self._compiled_update(batch)
-            except CompilationError as err:  # only the first call compiles
-                warnings.warn(f"compile failed, training eagerly: {err}", stacklevel=2)
-                self._compiled_update = None
-                self._eager_update(batch)
+        :meth:`replayed_batch` gives it), compiled or eager as the settings say
+        (:mod:`agents.ddpg.execution`)."""
+        self._update(batch)
         self.num_updates += 1
 
     def rebind(self) -> None:
         """Its tensors were replaced by others of the same values (a population's stacked
         storage, of which they became views): its own update is rebuilt on them, eager,
         when it is next needed."""
-        self._eager_update = EagerUpdate(self.learner)
-        self._compiled_update, self._compile_pending = None, False
+        self._update = self._chosen_update(compile=False)
 
-    def _make_compiled_update(self) -> CompiledUpdate | None:
-        try:
-            return CompiledUpdate(self.learner)
-        except param_explore.UntraceableOptimizerError as err:
-            warnings.warn(f"compile: {err}; training eagerly", stacklevel=3)
-            return None
+    def _chosen_update(self, compile: bool) -> ChosenUpdate:
+        return ChosenUpdate(
+            compile, False, lambda: CompiledUpdate(self.learner), EagerUpdate(self.learner)
+        )
 
     @property
     def compiled(self) -> bool:
         """Whether updates run as one compiled graph (``compile=True`` and a traced strategy)."""
-        return self._compiled_update is not None
+        return self._update.graph is not None
 
     @torch.no_grad()
     def _adapt_noise(self) -> None:
@@ -573,8 +558,8 @@ class DDPG:
             )
         if self.bonus is not None:
             self.bonus.load_state_dict(state["bonus"], steps=self.num_timesteps)
-        if self._compiled_update is not None:  # the optimizers hold new state tensors
-            self._compiled_update.bind()
+        if self._update.graph is not None:  # the optimizers hold new state tensors
+            self._update.graph.bind()
 
     def load_checkpoint(
         self, path: str | Path, check: Callable[[dict[str, Any]], None] | None = None

@@ -39,7 +39,6 @@ Members may differ in the settings the update takes as numbers
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 
 import gymnasium as gym
@@ -65,7 +64,8 @@ from ..settings.learners import DDPGSettings
 from ..settings.memory import check_learners
 from ..settings.sharing import check_members_share
 from .agent import DDPG, Transition
-from .compiled_update import CompilationError, CompiledUpdate, GraphState, inductor_compile
+from .compiled_update import CompiledUpdate, GraphState, inductor_compile
+from .execution import ChosenUpdate, Execution, acting_compiled, update_execution
 from .observations import normalized_observations
 from .replay_buffer import Batch, ReplayBuffer, StackedReplayBuffer
 from .step import environment_step
@@ -130,8 +130,10 @@ class Population:
         self._failed: set[int] = set()
         self._index = {id(m): k for k, m in enumerate(self.members)}
         self._obs: np.ndarray | None = None  # the envs' observations, a row per member
-        self._update: CompiledUpdate | None = None
-        self._update_pending = True
+        #: The members' update, one graph or each member's, as agents.ddpg.execution decides.
+        self._update = ChosenUpdate(
+            self.members[0].config.compile, True, self._make_update, self._members_update
+        )
         self._acting: CompiledActing | None = None
         self._acting_pending = True
         self._mean_graphs: dict[torch.Size, Callable[..., object]] = {}
@@ -220,19 +222,18 @@ class Population:
         )
 
     def _make_update(self) -> CompiledUpdate | None:
-        """The members' update as one graph (compiled, or run op by op); None for a
-        strategy without a traced form (noisy K-FAC), whose members step one by one."""
+        """The members' update as one graph; None for a strategy without a traced form
+        (noisy K-FAC), whose members step one by one (:meth:`_members_update`)."""
         if self.actor_state is None:
             return None
-        try:
-            update = CompiledUpdate(
-                [m.learner for m in self.members], stacked=self.graph_state, applied=self._applied
-            )
-        except param_explore.UntraceableOptimizerError:
-            return None
-        if not self.members[0].config.compile:
-            update.run_traced()
-        return update
+        return CompiledUpdate(
+            [m.learner for m in self.members], stacked=self.graph_state, applied=self._applied
+        )
+
+    def _members_update(self, batch: Batch) -> None:
+        """Each member's own update on its rows of ``batch``."""
+        for k, member in enumerate(self.members):
+            member.update(Batch(*(field[k] for field in batch)))
 
     def _applied(self, applied: np.ndarray) -> None:
         """Count every member's applied steps and skipped updates (one op per optimizer).
@@ -469,19 +470,8 @@ class Population:
     def update(self, batch: Batch) -> None:
         """One update of every member on its rows of ``batch`` (members, batch, …): the
         single run's update (:meth:`DDPG.update`), vmapped over the members."""
-        if self._update_pending:
-            self._update_pending = False
-            self._update = self._make_update()
-        if self._update is None:
-            for k, member in enumerate(self.members):
-                member.update(Batch(*(field[k] for field in batch)))
+        if self._update(batch) is Execution.EAGER:  # each member counted its own
             return
-        try:
-            self._update(batch)
-        except CompilationError as err:  # only the first call compiles
-            warnings.warn(f"compile failed, training the population eagerly: {err}", stacklevel=2)
-            self._update.run_traced()
-            self._update(batch)
         for member in self.members:
             member.num_updates += 1
 
@@ -531,7 +521,8 @@ class Population:
                     member_obs = normalized_observations(member_obs, *moments)
                 return functional_call(actor, weights, (member_obs,))
 
-            graph = _batched_graph(act, inputs, self.members[0].config.compile)
+            execution = update_execution(self.members[0].config.compile, stacked=True)
+            graph = _batched_graph(act, inputs, execution is Execution.COMPILED)
             self._mean_graphs[obs_t.shape] = graph
         return _output(graph(*inputs)).cpu().numpy()
 
@@ -543,13 +534,12 @@ class Population:
         self._acting_pending = False
         first = self.members[0]
         optimizer = first.actor_optimizer
-        acts_at_training_point = optimizer.gradient_at_sample or not optimizer.explores
-        if not (first.config.compile and acts_at_training_point):
-            return None
-        if self._update_pending:
-            self._update_pending = False
-            self._update = self._make_update()
-        if self._update is None:
+        if (
+            not acting_compiled(
+                first.config.compile, optimizer.explores, optimizer.gradient_at_sample
+            )
+            or self._update.built() is None
+        ):
             return None
         self._acting = CompiledActing(self)
         return self._acting
@@ -627,7 +617,7 @@ class CompiledActing:
         actor, state, moments, buffers = pytree.tree_unflatten(leaves, self._spec)
         if moments:  # the networks see normalised observations
             obs = normalized_observations(obs, *moments)
-        layout = self._population._update.coefficient_layout("actor")
+        layout = self._population._update.graph.coefficient_layout("actor")
         c = pytree.tree_unflatten(list(coefficients.unbind()), layout)
         with torch.no_grad():
             theta = self._step.training_point(actor, state, c)
@@ -636,7 +626,7 @@ class CompiledActing:
 
     @torch.no_grad()
     def __call__(self, obs: Tensor) -> Tensor:
-        coefficients = self._population._update.coefficients("actor")
+        coefficients = self._population._update.graph.coefficients("actor")
         inputs = [*self._inputs, *self._buffers.values(), coefficients, obs]
         if self._compiled is None:
             self._compiled = _batched_graph(self._act, inputs, compile=True)
