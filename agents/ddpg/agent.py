@@ -83,6 +83,16 @@ def _measurement_seed(seed: int) -> int:
     return int(np.random.SeedSequence([seed, 1]).generate_state(1, np.uint64)[0] >> 1)
 
 
+def _seeded_generator(device: torch.device, seed: int | None) -> torch.Generator:
+    """A generator on ``device`` seeded with ``seed``, or from fresh entropy if None."""
+    generator = torch.Generator(device=device)
+    if seed is not None:
+        generator.manual_seed(seed)
+    else:
+        generator.seed()
+    return generator
+
+
 class Transition(NamedTuple):
     """The env's answer to one action."""
 
@@ -140,6 +150,39 @@ class DDPG:
         if seed is not None:
             torch.manual_seed(seed)
             action_space.seed(seed)
+        self._build_networks(obs_dim, action_space)
+        if replay_buffer is None:
+            replay_buffer = ReplayBuffer(
+                cfg.buffer_size, obs_dim, action_space.shape[0], device=self.device
+            )
+        self.buffer = replay_buffer
+        #: The running statistics the networks' observations are normalised by, or None.
+        self.obs_statistics = (
+            ObservationStatistics(obs_dim, self.device) if cfg.normalize_observations else None
+        )
+        self._build_draws(seed, action_space.shape[0])
+        #: A curiosity bonus added to replayed rewards (``agents.common.reward_bonus``).
+        self.bonus = bonus
+        self._action_low, self._action_high = action_space.low, action_space.high
+        self._action_scale = (action_space.high - action_space.low) / 2
+
+        self.num_timesteps = 0
+        self.num_updates = 0
+        self.num_episodes = 0
+        self._obs: np.ndarray | None = None
+        self._episode_return = 0.0
+        self._episode_length = 0
+        self.learner = self._update_state()
+        #: The update, compiled or eager as agents.ddpg.execution decides.
+        self._update = self._chosen_update(cfg.compile)
+        #: The coverage of the state space its env reports since the last call: of its own
+        #: env, or, for a population's member, of its row of the population's envs.
+        self.coverage: Callable[[], dict[str, float]] = lambda: coverage_statistics(self.env)
+
+    def _build_networks(self, obs_dim: int, action_space: gym.spaces.Box) -> None:
+        """The actor and critic (from the global torch RNG, seeded already), their targets,
+        and their optimizers: the strategy's for the actor, Adam for the critic."""
+        cfg = self.config
         self.actor = Actor(
             obs_dim,
             action_space.low,
@@ -165,58 +208,38 @@ class DDPG:
             strategy.optimizer_class, self.actor, **strategy.optimizer_kwargs
         )
         #: When new weight noise is drawn (the strategy's choice unless the settings say).
-        self.resample = cfg.strategy.resample
+        self.resample = strategy.resample
         # torch's fused Adam kernel: one pass over all critic tensors per step. Named, so
         # that a checkpoint's state is matched to the critic's parameters by name.
         self.critic_optimizer = torch.optim.Adam(
             self.critic.named_parameters(), lr=cfg.critic_lr, fused=True
         )
         self.critic_optimizer.register_load_state_dict_pre_hook(param_explore.state_by_name)
-        if replay_buffer is None:
-            replay_buffer = ReplayBuffer(
-                cfg.buffer_size, obs_dim, action_space.shape[0], device=self.device
-            )
-        self.buffer = replay_buffer
-        #: The running statistics the networks' observations are normalised by, or None.
-        self.obs_statistics = (
-            ObservationStatistics(obs_dim, self.device) if cfg.normalize_observations else None
-        )
+
+    def _build_draws(self, seed: int | None, action_dim: int) -> None:
+        """The agent's generators, from ``seed`` (fresh entropy if None), and its action
+        noise, if its strategy adds any, drawn from the training one."""
         # One generator for everything the agent draws (minibatches, weight noise), so a
         # checkpoint captures the agent's randomness in one state.
-        self.generator = torch.Generator(device=self.device)
-        if seed is not None:
-            self.generator.manual_seed(seed)
-        else:
-            self.generator.seed()
+        self.generator = _seeded_generator(self.device, seed)
         #: The generator of what is measured for the logs alone (the action distance the
         #: weight noise causes): logging never moves the training's random numbers.
-        self.measure_generator = torch.Generator(device=self.device)
-        if seed is not None:
-            self.measure_generator.manual_seed(_measurement_seed(seed))
-        else:
-            self.measure_generator.seed()
+        self.measure_generator = _seeded_generator(
+            self.device, None if seed is None else _measurement_seed(seed)
+        )
+        strategy = self.config.strategy
         self.action_noise = (
             None
             if strategy.noise is None
-            else strategy.noise(
-                action_space.shape[0], generator=self.generator, **strategy.action_noise
-            )
+            else strategy.noise(action_dim, generator=self.generator, **strategy.action_noise)
         )
-        #: A curiosity bonus added to replayed rewards (``agents.common.reward_bonus``).
-        self.bonus = bonus
-        self._action_low, self._action_high = action_space.low, action_space.high
-        self._action_scale = (action_space.high - action_space.low) / 2
 
-        self.num_timesteps = 0
-        self.num_updates = 0
-        self.num_episodes = 0
-        self._obs: np.ndarray | None = None
-        self._episode_return = 0.0
-        self._episode_length = 0
-        # What updates work on (agents.ddpg.update): these networks and optimizers, and the
-        # running loss sums and skip count, kept on the device (reading them every step
-        # would force a host sync per update).
-        self.learner = UpdateState(
+    def _update_state(self) -> UpdateState:
+        """What updates work on (agents.ddpg.update): these networks and optimizers, and the
+        running loss sums and skip count, kept on the device (reading them every step would
+        force a host sync per update)."""
+        cfg = self.config
+        return UpdateState(
             self.actor,
             self.critic,
             self.target_actor,
@@ -235,11 +258,6 @@ class DDPG:
             skipped=torch.zeros((), device=self.device),
             obs_statistics=self.obs_statistics,
         )
-        #: The update, compiled or eager as agents.ddpg.execution decides.
-        self._update = self._chosen_update(cfg.compile)
-        #: The coverage of the state space its env reports since the last call: of its own
-        #: env, or, for a population's member, of its row of the population's envs.
-        self.coverage: Callable[[], dict[str, float]] = lambda: coverage_statistics(self.env)
 
     # ----------------------------------------------------------------- acting
     def _network_input(self, obs: np.ndarray | Tensor) -> Tensor:
