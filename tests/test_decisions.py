@@ -11,8 +11,10 @@ import pytest
 
 from agents.common.errors import ConfigError
 from agents.common.noise_redraw import redrawn, redrawn_after_episodes, redrawn_every_step
+from agents.ddpg import DDPG
 from agents.ddpg.compiled_update import CompilationError
 from agents.ddpg.execution import ChosenUpdate, Execution, acting_compiled, update_execution
+from agents.ddpg.population import starting_point
 from agents.settings import DDPGSettings
 from agents.settings.memory import learners_needs, members_that_fit, run_needs
 from agents.settings.resolve import resolve_runs
@@ -56,6 +58,17 @@ def test_members_must_share_what_is_not_a_number_of_the_update():
     check_members_share([DDPGSettings(gamma=0.9), DDPGSettings(gamma=0.5, tau=0.1)])
     with pytest.raises(ConfigError, match=r"share hidden_sizes; got \[8, 8\] and \[4, 4\]"):
         check_members_share([DDPGSettings(hidden_sizes=[8, 8]), DDPGSettings(hidden_sizes=[4, 4])])
+
+
+def test_members_start_together_at_one_step_and_buffer_fill():
+    """Where a run resumes decides which runs train together (a population's members
+    step together): its step, its buffer's fill and write position."""
+    config = DDPGSettings(hidden_sizes=[8, 8], buffer_size=10, learning_starts=9, batch_size=4)
+    agent = DDPG("Pendulum-v1", config, seed=0, device="cpu")
+    assert starting_point(agent) == (0, 0, 0)
+    agent.learn(12)  # the buffer wrapped around: 10 rows, the next write at row 2
+    assert starting_point(agent) == (12, 10, 2)
+    assert starting_point(DDPG("Pendulum-v1", config, seed=1, device="cpu")) == (0, 0, 0)
 
 
 # --------------------------------------------------------------------------- memory

@@ -92,6 +92,13 @@ def population_seed(seeds: Sequence[int | None], step: int) -> int | None:
     return int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0] >> 1)
 
 
+def starting_point(member: DDPG) -> tuple[int, int, int]:
+    """Where a member starts training: its step and its replay buffer's fill and position.
+    Members of one population share it (they step together); runs that resume at
+    different points form populations of their own."""
+    return member.num_timesteps, len(member.buffer), member.buffer.position
+
+
 class Population:
     """Members of one strategy (module docstring) on one vector env of as many copies;
     ``learn`` trains them together."""
@@ -156,10 +163,7 @@ class Population:
                 raise ConfigError("the members of a population share their env's spaces")
             if member.device != first.device:
                 raise ConfigError("the members of a population share one device")
-            if member.num_timesteps != first.num_timesteps or (
-                len(member.buffer) != len(first.buffer)
-                or member.buffer.position != first.buffer.position
-            ):
+            if starting_point(member) != starting_point(first):
                 raise ConfigError("the members of a population start at the same step")
         if envs.num_envs != len(self.members):
             raise ConfigError(

@@ -26,7 +26,7 @@ from ..common.errors import ConfigError
 from ..common.memory_budget import available_memory
 from ..common.vector_envs import make_vector_env
 from ..ddpg import DDPG
-from ..ddpg.population import Population, SharedTestEpisodes, build_members
+from ..ddpg.population import Population, SharedTestEpisodes, build_members, starting_point
 from ..ddpg.replay_buffer import StackedReplayBuffer
 from ..settings import RunSettings
 from ..settings.memory import members_that_fit
@@ -135,8 +135,7 @@ def _same_step(runs: list[OpenRun]) -> list[list[OpenRun]]:
     steps its members together."""
     groups: dict[tuple, list[OpenRun]] = defaultdict(list)
     for run in runs:
-        agent = run.agent
-        groups[(agent.num_timesteps, len(agent.buffer), agent.buffer.position)].append(run)
+        groups[starting_point(run.agent)].append(run)
     return list(groups.values())
 
 
