@@ -323,7 +323,7 @@ def test_a_compiled_population_acts_and_updates_as_the_eager_one():
     compiled_configs = [settings("vadam", learning_starts=64, compile=True)] * 2
     compiled = make_population("Pendulum-v1", compiled_configs, SEEDS, "cpu")
     compiled.learn(150, [Callback(), Callback()])
-    assert compiled._update is not None and compiled._acting is not None
+    assert compiled._update.graph is not None and compiled._acting is not None
     for a, b in zip(eager.members, compiled.members, strict=True):
         for (name, p), (_, q) in zip(a.actor.named_parameters(), b.actor.named_parameters()):
             torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-4, msg=name)

@@ -26,6 +26,7 @@ from ..common.reward_bonus import RewardBonus
 from ..curiosity.registry import make_bonus
 from ..ddpg import DDPG
 from ..settings import RunSettings
+from ..settings.memory import run_needs
 from ..tasks import with_task_report
 
 #: Offset between the training seed and the curiosity bonus's own generator's seed.
@@ -86,17 +87,12 @@ def check_run_env(settings: RunSettings, env: gym.Env) -> None:
 
 
 def memory_needs(settings: RunSettings, env: gym.Env) -> list[MemoryNeed]:
-    """What the run's learner and bonus need in memory at least, on ``env``'s spaces; the
-    bonus scores what its learner hands it at once: DDPG's minibatch, TRPO's rollout."""
+    """What the run's learner and bonus need in memory at least, on ``env``'s spaces
+    (:func:`agents.settings.memory.run_needs`)."""
     obs_dim, action_dim = (
         int(np.prod(space.shape)) for space in (env.observation_space, env.action_space)
     )
-    learner = settings.learner
-    needs = learner.memory_needs(obs_dim, action_dim)
-    if settings.bonus is not None:
-        scored = learner.n_steps if settings.algo == "trpo" else learner.batch_size
-        needs += settings.bonus.memory_needs(obs_dim, action_dim, scored)
-    return needs
+    return run_needs(settings, obs_dim, action_dim)
 
 
 def make_run_bonus(settings: RunSettings, env: gym.Env) -> RewardBonus | None:

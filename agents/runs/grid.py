@@ -6,7 +6,7 @@ command therefore completes an interrupted grid without redoing anything. A fail
 reported and does not stop the others.
 
 **Populations.** Runs of the native DDPG that differ only in their seed and in settings the
-update takes as numbers (:func:`agents.runs.population_run.population_key`) train together,
+update takes as numbers (:func:`agents.settings.sharing.population_key`) train together,
 as one population per task (:mod:`agents.ddpg.population`): each still writes its own run
 directory. A grid's populations are as large as the memory allows (every member's
 estimate, for the workers running at once) and split so that every worker has one;
@@ -142,13 +142,15 @@ def plan_tasks(
     """The grid's tasks: populations of the runs that can share one (in the grid's order),
     each as large as memory allows for ``workers`` running at once, split until every
     worker has a task; every other run a task of its own."""
-    from .population_run import can_be_populated, population_key, population_size
+    from ..settings.sharing import population_key
+    from .population_run import population_size
 
     if not population:
         return [[config] for config in configs]
     groups: dict[object, list[RunSettings]] = {}
     for config in configs:
-        key = population_key(config) if can_be_populated(config) else id(config)
+        key = population_key(config)
+        key = id(config) if key is None else key
         groups.setdefault(key, []).append(config)
     tasks = []
     for group in groups.values():

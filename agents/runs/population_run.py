@@ -26,9 +26,11 @@ from ..common.errors import ConfigError
 from ..common.memory_budget import available_memory
 from ..common.vector_envs import make_vector_env
 from ..ddpg import DDPG
-from ..ddpg.population import Population, SharedTestEpisodes, build_members
+from ..ddpg.population import Population, SharedTestEpisodes, build_members, starting_point
 from ..ddpg.replay_buffer import StackedReplayBuffer
 from ..settings import RunSettings
+from ..settings.memory import members_that_fit
+from ..settings.sharing import check_population
 from ..tasks import with_task_report
 from .agent_factory import make_run_bonus, make_task_env
 from .callback import EVAL_SEED_OFFSET, Progress
@@ -45,17 +47,6 @@ class MemberOutcome:
     error: Exception | None
 
 
-def population_key(settings: RunSettings) -> tuple:
-    """What members of one population share (:meth:`RunSettings.population_key`, the
-    settings' one rule)."""
-    return settings.population_key()
-
-
-def can_be_populated(settings: RunSettings) -> bool:
-    """Whether a run can be a population's member: the native DDPG's runs can."""
-    return settings.algo == "ddpg" and settings.engine == "native"
-
-
 def population_size(configs: list[RunSettings], workers: int) -> int:
     """How many of ``configs`` (one population's worth) fit in memory as one population,
     with ``workers`` such populations running at once: every member's estimate (its own
@@ -68,11 +59,10 @@ def population_size(configs: list[RunSettings], workers: int) -> int:
         return len(configs)
     obs_dim, action_dim = env.observation_space.shape[0], env.action_space.shape[0]
     env.close()
-    per_member = sum(need.nbytes for need in configs[0].learner.memory_needs(obs_dim, action_dim))
     available = available_memory(resolve_device(configs[0].device))
-    if available is None or per_member == 0:
-        return len(configs)
-    return max(1, min(len(configs), available // (per_member * workers)))
+    return members_that_fit(
+        configs[0].learner, obs_dim, action_dim, len(configs), workers, available
+    )
 
 
 def train_population(
@@ -82,15 +72,14 @@ def train_population(
     tracking: Tracking | None = None,
 ) -> list[MemberOutcome]:
     """Train the runs ``configs`` describe as one population (they share
-    :func:`population_key`); every run resumes or starts (and is tracked) as
+    :func:`agents.settings.sharing.population_key`); every run resumes or starts (and is
+    tracked) as
     :func:`agents.runs.train.train` would. Returns each member's outcome; raises
     :class:`RunInterrupted` once every member checkpointed when a signal asked to stop, and
     ConfigError for settings that cannot be a population (before anything is written)."""
     if not configs:
         return []
-    keys = {population_key(c) for c in configs}
-    if len(keys) > 1 or not all(map(can_be_populated, configs)):
-        raise ConfigError("these runs cannot be one population (they differ in their shape)")
+    check_population(configs)
     members, buffer = _build_members(configs)
     outcomes: dict[Path, MemberOutcome] = {}
     signals: list[int] = []
@@ -153,8 +142,7 @@ def _same_step(runs: list[OpenRun]) -> list[list[OpenRun]]:
     steps its members together."""
     groups: dict[tuple, list[OpenRun]] = defaultdict(list)
     for run in runs:
-        agent = run.agent
-        groups[(agent.num_timesteps, len(agent.buffer), agent.buffer.position)].append(run)
+        groups[starting_point(run.agent)].append(run)
     return list(groups.values())
 
 

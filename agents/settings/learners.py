@@ -27,10 +27,6 @@ from ..common.checks import (
 from ..common.memory_budget import FLOAT32, MemoryNeed
 from ..common.strategies import Resample, Strategy, resolve_strategy
 
-#: The DDPG settings the update takes as numbers, which members of one population may each
-#: have of their own (:mod:`agents.ddpg.population`: each member's step numbers are its
-#: own); every other setting shapes the stacked tensors or the schedule, and members share it.
-PER_MEMBER_KEYS = ("optimizer_kwargs", "action_noise", "gamma", "tau", "critic_lr")
 #: The settings-file keys that make up a DDPG strategy (:class:`Strategy`).
 STRATEGY_KEYS = ("strategy", "optimizer_kwargs", "action_noise", "resample", "layer_norm")
 #: What each strategy key may hold as read from a file (before it is resolved).
@@ -141,11 +137,6 @@ class DDPGSettings:
             f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "strategy"
         }
         return {**self.strategy.settings(), **hyperparameters}
-
-    def shared_by_members(self) -> dict[str, Any]:
-        """The settings members of one population must share: all but
-        :data:`PER_MEMBER_KEYS` (the one rule of who may share a population)."""
-        return {k: v for k, v in self.values().items() if k not in PER_MEMBER_KEYS}
 
     def memory_needs(self, obs_dim: int, action_dim: int) -> list[MemoryNeed]:
         """What these settings need in memory at least (``agents.common.memory_budget``):

@@ -136,20 +136,6 @@ class RunSettings:
             return TRPO_STRATEGY
         return self.learner.strategy.name
 
-    def population_key(self) -> tuple:
-        """What the members of one population share, as one value: the learner's settings
-        but those the update takes as numbers (:meth:`DDPGSettings.shared_by_members`), the
-        bonus's kind, and every run setting but the seed and the variant's label."""
-        values = self.values()
-        shared = {k: v for k, v in values.items() if k not in ("seed", "variant", "bonus")}
-        if isinstance(self.learner, DDPGSettings):
-            shared = {
-                **{k: v for k, v in shared.items() if k not in self.learner.values()},
-                **self.learner.shared_by_members(),
-            }
-        bonus = values["bonus"].get("kind") if values["bonus"] else None
-        return (repr(sorted(shared.items())), bonus)
-
     def run_dir(self) -> Path:
         """``<logdir>/<env>/<strategy>[+<bonus>][-sb3][@<variant>]/seed<k>``: TensorBoard
         overlays runs per env, and a strategy with a curiosity bonus, or one value of a
