@@ -1202,3 +1202,67 @@ def test_b3_a_non_finite_bonus_state_is_never_saved(tmp_path):
         agent.save(path)
     saved = torch.load(path, weights_only=True)  # the last good state stays
     assert torch.isfinite(saved["bonus"]["dynamics"]["network"]["0.weight"]).all()
+
+
+# =========================================================================== round 6
+# Fault round 6 (issue 53): settings finite in float64 but not in float32, a posterior's own
+# rule, device strings, runs that never train. Each was approved by ``--check`` and then
+# failed with a traceback (or ran and trained nothing, exit 0) before the fix.
+IVON_POSTERIOR = [*VIME_RUN, "--set", "bonus.posterior=ivon"]
+
+
+def refused_alike(train_agent, tmp_path: Path, *args: str) -> str:
+    """The one line ``--check`` and the run both give for ``args`` (the same line: one
+    path), with nothing written."""
+    command = [*TINY, "--steps", "300", "--eval-every", "300", *args]
+    checked = error_line(train_agent(*command, "--check", cwd=tmp_path))
+    assert error_line(train_agent(*command, cwd=tmp_path)) == checked
+    assert not (tmp_path / "out").exists()
+    return checked
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--opt", "ivon", "--set", "optimizer_kwargs.hess_init=1e300"],
+         "hess_init must be a finite number > 0 in [1.2e-38, 3.4e+38] (float32"),
+        (["--opt", "vadam", "--set", "optimizer_kwargs.sample_constant=1e-300"],
+         "sample_constant must be a finite number >= 0: 0 or in [1.2e-38, 3.4e+38]"),
+        ([*IVON_POSTERIOR, "--set", "bonus.optimizer_kwargs.hess_init=1e300"],
+         "bonus: hess_init must be a finite number > 0 in [1.2e-38, 3.4e+38]"),
+        # h₀ = δ = 1/(N prior_std²) = 2e58: derived, named with what it derives from
+        ([*IVON_POSTERIOR, "--set", "bonus.prior_std=1e-30"],
+         "got 2e+58: the value IVON's posterior derives from bonus.prior_std = 1e-30 and N = 50"),
+        ([*IVON_POSTERIOR, "--set", "bonus.lr=1e300"],
+         "bonus.lr must be a finite number > 0 in [1.2e-38, 3.4e+38]"),
+    ],
+    ids=["ivon hess_init", "vadam underflow", "posterior hess_init", "posterior prior_std",
+         "posterior lr"],
+)  # fmt: skip
+def test_r6_1_settings_beyond_float32_are_refused_in_one_line(tmp_path, train_agent, args, message):
+    """``hess_init=1e300`` passed ``--check`` and ended in a 46-line overflow traceback
+    after a step-0 checkpoint (the posterior's derived h₀ in 55 lines)."""
+    assert message in refused_alike(train_agent, tmp_path, *args)
+
+
+@pytest.mark.parametrize(
+    ("posterior", "setting", "message"),
+    [
+        ("ivon", "weight_decay", "weight_decay must be > 0 for IVON's posterior (its prior is "
+         "N(0, 1/(ess·weight_decay))"),
+        ("noisy-adam", "kl_weight", "kl_weight must be > 0 for NoisyAdam's posterior (with "
+         "kl_weight = 0 it optimises"),
+        ("noisy-kfac", "kl_weight", "kl_weight must be > 0 for NoisyKFAC's posterior"),
+    ],
+)  # fmt: skip
+def test_r6_2_a_posteriors_own_rule_is_checked_before_the_run(
+    tmp_path, train_agent, posterior, setting, message
+):
+    """``weight_decay=0`` for IVON's posterior passed ``--check`` (only >= 0 was checked)
+    and failed at the first fit in a 35-line traceback."""
+    args = [*VIME_RUN, "--set", f"bonus.posterior={posterior}",
+            "--set", f"bonus.optimizer_kwargs.{setting}=0"]  # fmt: skip
+    if posterior == "noisy-adam":  # VO with kl_weight = 0 needs a precision of its own
+        args += ["--set", "bonus.optimizer_kwargs.initial_precision=1"]
+    line = refused_alike(train_agent, tmp_path, *args)
+    assert f"bonus: {message}" in line, line

@@ -22,6 +22,7 @@ import torch
 
 import param_explore
 from param_explore.posterior import GainShape
+from param_explore.validation import require_positive
 
 from ..common.checks import (
     coerce_fields,
@@ -110,8 +111,7 @@ class VimeConfig:
             "likelihood_std", "prior_std", "updates_per_step", "second_order_step",
             "max_information_gain",
         ):  # fmt: skip
-            value = getattr(self, key)
-            require(value > 0, f"bonus.{key} must be > 0, got {value}")
+            self._require_positive(key)
         for key in (
             "num_samples", "pool_size", "min_pool_size", "pool_batch_size", "kl_batches",
             "fit_every", "median_window",
@@ -139,11 +139,18 @@ class VimeConfig:
         )
         require_layers("bonus.hidden_sizes", self.hidden_sizes)
         if self.lr is not None:
-            require(self.lr > 0, f"bonus.lr must be > 0, got {self.lr}")
-        try:  # the posterior optimizer's own checks, without building it
-            param_explore.checked_hyperparameters(self.posterior_class, optimizer_settings(self))
+            self._require_positive("lr")
+        try:  # the posterior's own checks, without building it (as it is built)
+            optimizer_settings(self)
         except (ValueError, TypeError) as err:
             raise ConfigError(f"bonus: {err}") from None
+
+    def _require_positive(self, key: str) -> None:
+        """``bonus.<key>`` > 0 within float32 (the model's dtype), or one line naming it."""
+        try:
+            require_positive(f"bonus.{key}", getattr(self, key))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any]) -> VimeConfig:
@@ -233,13 +240,17 @@ class VimeConfig:
 def optimizer_settings(config: VimeConfig) -> dict[str, Any]:
     """The keyword arguments of the posterior's optimizer: its VI form for N = ``num_data``
     and η = ``prior_std``² (``Posterior.posterior_settings``), then ``lr`` and
-    ``optimizer_kwargs``."""
-    settings = config.posterior_class.posterior_settings(
-        num_data=float(config.num_data), prior_variance=config.prior_std**2
+    ``optimizer_kwargs``, checked by the posterior's own checks
+    (:func:`param_explore.checked_posterior_settings`: the one path of ``--check`` and the
+    run)."""
+    overrides = {} if config.lr is None else {"lr": config.lr}
+    return param_explore.checked_posterior_settings(
+        config.posterior_class,
+        float(config.num_data),
+        config.prior_std**2,
+        {**overrides, **config.optimizer_kwargs},
+        prior=f"bonus.prior_std = {config.prior_std:g}",
     )
-    if config.lr is not None:
-        settings["lr"] = config.lr
-    return {**settings, **config.optimizer_kwargs}
 
 
 def make_posterior_optimizer(
