@@ -1084,9 +1084,11 @@ LAYERS = "[" + ",".join(["1"] * 50_000) + "]"
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--bonus", "vime", "--set", "bonus.pool_size=1e15", "--set", "bonus.min_pool_size=1"],
+        (["--bonus", "vime", "--set", "bonus.pool_size=1e15", "--set", "bonus.min_pool_size=1",
+          "--set", "bonus.fit_every=100"],
          "VIME's transition pool (bonus.pool_size=1000000000000000) "),
-        (["--bonus", "vime", "--set", "bonus.hidden_sizes=[1000000,1000000]"],
+        (["--bonus", "vime", "--set", "bonus.hidden_sizes=[1000000,1000000]",
+          "--set", "bonus.fit_every=100", "--set", "bonus.min_pool_size=100"],
          "VIME's dynamics model and its bbb posterior (bonus.hidden_sizes=[1000000, 1000000]) "),
         ([*TRPO_RUN, "--set", "trpo.n_steps=1000000000000"],
          "rollout buffer and its copy for the update (trpo.n_steps=1000000000000) "),
@@ -1266,3 +1268,17 @@ def test_r6_2_a_posteriors_own_rule_is_checked_before_the_run(
         args += ["--set", "bonus.optimizer_kwargs.initial_precision=1"]
     line = refused_alike(train_agent, tmp_path, *args)
     assert f"bonus: {message}" in line, line
+
+
+@pytest.mark.parametrize("device", ["cuda:x", "cuda:-1", "cuda:01", "gpu"])
+def test_r6_4_a_device_torch_does_not_parse_is_one_line(tmp_path, train_agent, device):
+    """``cuda:x`` passed the settings (any ``cuda:`` prefix did) and ended in torch's
+    13-line ``Invalid device string``, with or without ``--check``."""
+    line = refused_alike(train_agent, tmp_path, "--set", f"device={device}")
+    assert f"device must be auto, cpu, cuda or cuda:N (N a GPU's index), got '{device}'" in line
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_r6_4_a_device_this_machine_does_not_have_is_one_line(tmp_path, train_agent):
+    line = refused_alike(train_agent, tmp_path, "--set", "device=cuda:1")
+    assert "device cuda:1 was requested but no CUDA device is available" in line

@@ -33,6 +33,12 @@ class BonusSettings(Protocol):
     def values(self) -> dict[str, Any]:
         """The settings-file form (every setting, ``kind`` included)."""
 
+    def require_fitted_within(self, total_steps: int, rollout: int | None) -> None:
+        """One ConfigError line unless the bonus's model is first fitted within a run of
+        ``total_steps`` (``rollout``: an on-policy learner's steps per rollout, after each of
+        which it fits; None for an off-policy learner): a bonus never fitted is never given,
+        as updates that never come (``train_every`` beyond the run) are refused."""
+
     def memory_needs(self, obs_dim: int, action_dim: int, batch_size: int = 1) -> list[MemoryNeed]:
         """What the bonus these settings make needs in memory at least, for an env's
         observation and action sizes and a learner that scores ``batch_size`` transitions

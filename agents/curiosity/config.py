@@ -157,6 +157,26 @@ class VimeConfig:
         """The checked settings of a ``bonus:`` mapping (``kind`` may be left out)."""
         return record_from_mapping(cls, settings, "bonus setting(s)")
 
+    def require_fitted_within(self, total_steps: int, rollout: int | None) -> None:
+        """The model is first fitted once the pool holds ``min_pool_size`` transitions, at
+        the first check after that: an off-policy learner checks every step once
+        ``fit_every`` steps have passed, an on-policy one after each ``rollout``, and its
+        run ends with a whole rollout. One line unless that comes within ``total_steps``."""
+        if rollout is None:
+            first = max(self.fit_every, self.min_pool_size)
+            what = f"bonus.fit_every ({self.fit_every}), bonus.min_pool_size ({self.min_pool_size})"
+            last = total_steps
+        else:
+            first = -(-self.min_pool_size // rollout) * rollout
+            what = f"bonus.min_pool_size ({self.min_pool_size}), after rollouts of {rollout} steps"
+            last = -(-total_steps // rollout) * rollout
+        require(
+            first <= last,
+            f"the bonus's model would first be fitted at step {first} ({what}), beyond the "
+            f"run's {total_steps} steps: it would never be fitted, so this run would never "
+            "give a bonus",
+        )
+
     def label(self) -> str:
         """How a run directory names the bonus: ``vime-<posterior>``."""
         return f"{self.kind}-{self.posterior}"
