@@ -1282,3 +1282,23 @@ def test_r6_4_a_device_torch_does_not_parse_is_one_line(tmp_path, train_agent, d
 def test_r6_4_a_device_this_machine_does_not_have_is_one_line(tmp_path, train_agent):
     line = refused_alike(train_agent, tmp_path, "--set", "device=cuda:1")
     assert "device cuda:1 was requested but no CUDA device is available" in line
+
+
+@pytest.mark.parametrize("engine", ["native", "trpo"])
+def test_r6_7_a_dynamics_model_that_diverges_in_its_fit_stops_the_run(
+    tmp_path, train_agent, engine
+):
+    """VIME's IVON posterior with a step size beyond its range diverged at the first fit;
+    training went on (every gain 0) to the last step, whose checkpoint alone said ``not
+    saved … not finite``. The fit that diverges now stops the run, naming its step."""
+    args = bonus_run(engine, "--steps", "300", "--eval-every", "300",
+                     "--set", "bonus.posterior=ivon", "--set", "bonus.lr=3e38")  # fmt: skip
+    line = error_line(train_agent(*args, cwd=tmp_path))
+    assert "VIME's dynamics model diverged: bonus.dynamics." in line, line
+    assert "not finite after 100 updates of its ivon posterior (lower bonus.lr)" in line
+    where = "at step 100" if engine == "native" else "after the rollout of steps 1-100"
+    assert f"in its fit {where}; training stopped" in line, line
+    assert "stays" in line and "latest.pt holds step 0" in line
+    run_dir = tmp_path / "out" / "Pendulum-v1" / BONUS_RUNS[engine][1].replace("bbb", "ivon")
+    state = torch.load(run_dir / "seed0" / "checkpoints" / "latest.pt", weights_only=True)
+    assert state["counters"]["num_timesteps"] == 0

@@ -75,6 +75,17 @@ class RewardBonus(Protocol):
         transition each (None when unknown), which bounds what the state may count."""
 
 
+def fitted(bonus: RewardBonus, where: str) -> bool:
+    """``bonus.fit()``; a model that diverged in it (the bonus's own NonFiniteDataError)
+    stops the run as a non-finite bonus does, one line saying ``where`` (``in its fit at
+    step 5000``), instead of training on with a bonus of zeros to a state no checkpoint
+    takes."""
+    try:
+        return bonus.fit()
+    except NonFiniteDataError as err:
+        raise NonFiniteDataError(f"{err}, {where}; training stopped") from None
+
+
 def scored(bonus: RewardBonus, obs: Any, actions: Any, next_obs: Any, where: str) -> Tensor:
     """``bonus.intrinsic_rewards`` of a batch, every one finite: a non-finite bonus stops
     the run as a non-finite reward does (one :class:`NonFiniteDataError` line saying

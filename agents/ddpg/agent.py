@@ -60,7 +60,7 @@ from ..common.devices import resolve_device
 from ..common.envs import coverage_statistics, env_id, make_env
 from ..common.errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
 from ..common.memory_budget import check_memory
-from ..common.reward_bonus import RewardBonus, scored
+from ..common.reward_bonus import RewardBonus, fitted, scored
 from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
 from .compiled_update import CompilationError, CompiledUpdate
@@ -342,7 +342,7 @@ class DDPG:
         if self.bonus is not None:
             self.bonus.add(self._obs, action, next_obs)
             if self.bonus.due():
-                self.bonus.fit()
+                fitted(self.bonus, f"in its fit at step {self.num_timesteps + 1}")
         self.num_timesteps += 1
         self._episode_return += reward
         self._episode_length += 1
