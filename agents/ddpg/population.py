@@ -257,8 +257,10 @@ class Population:
     ) -> Population:
         """Run ``total_steps`` more environment steps of every member, each with its own
         callback (as :meth:`DDPG.learn`); a member whose callback says stop stops. A member
-        whose own data, env, update or run fails (a project error or the disk's) stops, is
-        handed to ``on_failure`` at once (its state as it failed), and the others go on."""
+        whose own phase fails (any exception: its data, env row, bonus, update, run) stops,
+        is handed to ``on_failure`` at once (its state as it failed), and the others go on;
+        an error of what is done once for all (the vector env, the batched update) is every
+        member's."""
         if total_steps <= 0:
             raise ConfigError(f"total_steps must be > 0, got {total_steps}")
         self._on_failure = on_failure
