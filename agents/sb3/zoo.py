@@ -92,8 +92,8 @@ def sample_param_explore_params(
     every trial's ``params`` say what it trained.
     """
     fixed = dict(fixed_policy_kwargs)
-    key = "optimizer" if "optimizer" in fixed else "strategy"
-    choices = _checked_strategies(fixed.pop(key, STRATEGIES))  # an empty list is refused
+    named = fixed.pop("optimizer" if "optimizer" in fixed else "strategy", None)
+    choices = _checked_strategies(STRATEGIES if named is None else named)  # not [] either
     fixed_actor_kwargs = dict(fixed.pop("actor_optimizer_kwargs", None) or {})
     for name in choices:  # before a trial: a refusal is the file's, said once
         _check_actor_kwargs(name, fixed_actor_kwargs)
@@ -235,7 +235,8 @@ def sample_or_refuse(
 
 
 def register_sampler() -> None:
-    """Make rl-zoo3's ``--optimize`` use :func:`sample_zoo_params` for TD3 and DDPG."""
+    """Make rl-zoo3's ``--optimize`` use :func:`sample_zoo_params` for TD3 and DDPG (its
+    refusals in one line: :func:`sample_or_refuse`)."""
     for algo in ("td3", "ddpg"):
         hyperparams_opt.HYPERPARAMS_SAMPLER[algo] = sample_or_refuse
 
