@@ -1237,9 +1237,11 @@ def refused_alike(train_agent, tmp_path: Path, *args: str) -> str:
          "got 2e+58: the value IVON's posterior derives from bonus.prior_std = 1e-30 and N = 50"),
         ([*IVON_POSTERIOR, "--set", "bonus.lr=1e300"],
          "bonus.lr must be a finite number > 0 in [1.2e-38, 3.4e+38]"),
+        (["--set", "critic_lr=1e300"],
+         "critic_lr must be a finite number > 0 in [1.2e-38, 3.4e+38] (float32"),
     ],
     ids=["ivon hess_init", "vadam underflow", "posterior hess_init", "posterior prior_std",
-         "posterior lr"],
+         "posterior lr", "critic_lr"],
 )  # fmt: skip
 def test_r6_1_settings_beyond_float32_are_refused_in_one_line(tmp_path, train_agent, args, message):
     """``hess_init=1e300`` passed ``--check`` and ended in a 46-line overflow traceback

@@ -30,6 +30,7 @@ from ..common.checks import (
     require,
     require_finishable,
     require_layers,
+    require_valid,
 )
 from ..common.errors import ConfigError
 from ..common.memory_budget import FLOAT32, MemoryNeed
@@ -111,7 +112,7 @@ class VimeConfig:
             "likelihood_std", "prior_std", "updates_per_step", "second_order_step",
             "max_information_gain",
         ):  # fmt: skip
-            self._require_positive(key)
+            require_valid(require_positive, f"bonus.{key}", getattr(self, key))
         for key in (
             "num_samples", "pool_size", "min_pool_size", "pool_batch_size", "kl_batches",
             "fit_every", "median_window",
@@ -139,18 +140,11 @@ class VimeConfig:
         )
         require_layers("bonus.hidden_sizes", self.hidden_sizes)
         if self.lr is not None:
-            self._require_positive("lr")
+            require_valid(require_positive, "bonus.lr", self.lr)
         try:  # the posterior's own checks, without building it (as it is built)
             optimizer_settings(self)
         except (ValueError, TypeError) as err:
             raise ConfigError(f"bonus: {err}") from None
-
-    def _require_positive(self, key: str) -> None:
-        """``bonus.<key>`` > 0 within float32 (the model's dtype), or one line naming it."""
-        try:
-            require_positive(f"bonus.{key}", getattr(self, key))
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any]) -> VimeConfig:
