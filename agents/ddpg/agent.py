@@ -59,7 +59,7 @@ from ..common.devices import resolve_device
 from ..common.envs import coverage_statistics, env_id, make_env
 from ..common.errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
 from ..common.noise_redraw import redrawn
-from ..common.reward_bonus import RewardBonus, scored
+from ..common.reward_bonus import RewardBonus, fitted, scored
 from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
 from ..settings.memory import check_learners
@@ -359,7 +359,7 @@ class DDPG:
         if self.bonus is not None:
             self.bonus.add(self._obs, action, next_obs)
             if self.bonus.due():
-                self.bonus.fit()
+                fitted(self.bonus, f"in its fit at step {self.num_timesteps + 1}")
         self.num_timesteps += 1
         self._episode_return += reward
         self._episode_length += 1

@@ -235,9 +235,13 @@ class Population:
         )
 
     def _members_update(self, batch: Batch) -> None:
-        """Each member's own update on its rows of ``batch``."""
-        for k, member in enumerate(self.members):
-            member.update(Batch(*(field[k] for field in batch)))
+        """Each active member's own update on its rows of ``batch``: one that raises stops
+        alone (a stopped member's update is not made)."""
+
+        def update(member: DDPG) -> None:
+            member.update(Batch(*(field[self._index[id(member)]] for field in batch)))
+
+        self._keep_active(update)
 
     def _applied(self, applied: np.ndarray) -> None:
         """Count every member's applied steps and skipped updates (one op per optimizer).
@@ -258,8 +262,10 @@ class Population:
     ) -> Population:
         """Run ``total_steps`` more environment steps of every member, each with its own
         callback (as :meth:`DDPG.learn`); a member whose callback says stop stops. A member
-        whose own data, env, update or run fails (a project error or the disk's) stops, is
-        handed to ``on_failure`` at once (its state as it failed), and the others go on."""
+        whose own phase fails (any exception: its data, env row, bonus, update, run) stops,
+        is handed to ``on_failure`` at once (its state as it failed), and the others go on;
+        an error of what is done once for all (the vector env, the batched update) is every
+        member's."""
         if total_steps <= 0:
             raise ConfigError(f"total_steps must be > 0, got {total_steps}")
         self._on_failure = on_failure
@@ -281,10 +287,12 @@ class Population:
         return self._callbacks[id(member)].on_step(member)
 
     def _call(self, member: DDPG, phase: Callable[..., object], *args: object) -> bool:
-        """``phase(member, *args)``; a member's own failure stops that member only."""
+        """``phase(member, *args)``; a member's own failure — any exception its phase
+        raises: its data, env row, bonus, update, disk — stops that member only (a stop
+        request is no exception: ``KeyboardInterrupt``)."""
         try:
             result = phase(member, *args)
-        except (ConfigError, OSError) as err:  # the member's own: it stops
+        except Exception as err:  # the member's own: it stops
             self._fail(member, err)
             return False
         return result is not False
@@ -298,6 +306,10 @@ class Population:
 
     def _keep_active(self, phase: Callable[[DDPG], object]) -> None:
         self.active = [m for m in self.active if self._call(m, phase)]
+
+    def _drop_failed(self) -> None:
+        """The members whose phase failed leave :attr:`active`."""
+        self.active = [m for m in self.active if id(m) not in self._failed]
 
     # The phases of one environment step (agents/ddpg/step.py) for every active member:
     # a member's own phases are the agent's public ones, called for each; the rest once.
@@ -342,12 +354,15 @@ class Population:
         self.buffer.add(self._obs, actions, rewards, next_obs, terminated)
         self._obs = observations
         ended = {}
-        for member in self.active:
+
+        def record(member: DDPG) -> None:
             k = self._index[id(member)]
             transition = Transition(
                 next_obs[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
             )
             ended[id(member)] = member.record(actions[k], transition)
+
+        self._keep_active(record)  # its bonus's fit among its own
         return ended
 
     def updates_due(self) -> bool:
@@ -356,7 +371,7 @@ class Population:
     def end_step(self, ended: dict[int, bool]) -> None:
         """Each member still active ends its step (a member whose bonus failed in the
         updates has left)."""
-        self.active = [m for m in self.active if id(m) not in self._failed]
+        self._drop_failed()
         self._keep_active(lambda m: m.end_step(ended[id(m)], self._callbacks[id(m)]))
 
     def _row_checked(
@@ -374,11 +389,14 @@ class Population:
         if self._obs is None:
             self._obs = self._reset_envs()
         starting = np.zeros(len(self.members), dtype=bool)
-        for member in self.active:
+
+        def start(member: DDPG) -> None:
             if member.between_episodes:
                 k = self._index[id(member)]
                 member.start_episode(self._obs[k])
                 starting[k] = True
+
+        self._keep_active(start)
         return starting
 
     def _reset_envs(self) -> np.ndarray:
@@ -460,9 +478,12 @@ class Population:
             return acting(obs).cpu().numpy()
         actions = np.zeros((len(self.members), *self.envs.single_action_space.shape),
                            dtype=np.float32)  # fmt: skip
-        for member in self.active:
+
+        def act(member: DDPG) -> None:
             k = self._index[id(member)]
             actions[k] = member.predict(self._obs[k], deterministic=False)
+
+        self._keep_active(act)
         return actions
 
     def train_step(self) -> None:

@@ -7,8 +7,10 @@ events, written by the same machinery as a single run's (:func:`agents.runs.trai
 ``compare_runs``, the strategy aggregates, ``--resume`` and every guarantee of a run hold
 for each member. What the population adds: the memory check counts every member, the
 members that resume at the same step train together (members at other steps form
-populations of their own), and a member whose own data, env, update or disk fails stops
-with its own error (its last good state checkpointed), while the others go on.
+populations of their own), and a member whose own setup, data, env row, bonus, update or
+disk fails — any exception of its own — stops with its own error (its last good state
+checkpointed), while the others go on; an error of the population as a whole (its shared
+vector env, its batched update, the driver) ends every member.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def train_population(
             try:
                 stack.enter_context(locked_run_dir(run_dir))
                 run = open_run(config, member, run_dir, resume, progress, tracking)
-            except (ConfigError, OSError) as err:
+            except Exception as err:  # its own (its directory, its checkpoint): it alone
                 outcomes[run_dir] = MemberOutcome(run_dir, err)
                 continue
             if run is None:  # complete already
