@@ -313,7 +313,7 @@ REFUSED = {
     "ivon prior": (
         "dict(strategy='ivon', actor_optimizer_kwargs=dict(weight_decay=1e3))",
         "is out of reach for ivon with actor_optimizer_kwargs {'weight_decay': 1000.0}: it "
-        "would need hess_init = -900",
+        "would need hess_init = -999.99",
     ),
     "bad setting": (
         "dict(strategy='vadam', actor_optimizer_kwargs=dict(lr=-1))",

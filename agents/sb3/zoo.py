@@ -65,7 +65,9 @@ def sigma0_setting(strategy: str, sigma0: float, fixed: Mapping[str, Any]) -> di
     Vadam's σ₀ = 1/√(λ + c) (s starts at 0), so c = 1/σ₀² − λ; the precision strategies
     (VadaGrad, the Explore variants, fixed-noise, noisy Adam, noisy K-FAC) start at
     σ = 1/√p₀; adaptive parameter noise at σ = ``initial_std``; IVON at
-    σ₀ = 1/√(ess (h₀ + δ)), so h₀ = 1/(ess σ₀²) − δ (δ: ``weight_decay``).
+    σ₀ = 1/√(ess (h₀ + δ)) (δ: ``weight_decay``): with its preset's h₀ = δ (``hess_init``
+    None) δ = 1/(2 ess σ₀²), the prior moving with σ₀; with h₀ or δ fixed by the file,
+    h₀ = 1/(ess σ₀²) − δ.
     """
     defaults = param_explore.hyperparameters(strategy)
     if "sample_constant" in defaults:
@@ -77,8 +79,8 @@ def sigma0_setting(strategy: str, sigma0: float, fixed: Mapping[str, Any]) -> di
         return {"initial_std": sigma0}
     if "hess_init" in defaults:
         ess = fixed.get("ess", defaults["ess"])
-        if fixed.get("hess_init", defaults["hess_init"]) is None:  # h₀ = δ
-            return {"weight_decay": 1 / (2 * ess * sigma0**2)}
+        if fixed.get("hess_init", defaults["hess_init"]) is None and "weight_decay" not in fixed:
+            return {"weight_decay": 1 / (2 * ess * sigma0**2)}  # h₀ = δ moves with it
         decay = fixed.get("weight_decay", defaults["weight_decay"])
         return {"hess_init": 1 / (ess * sigma0**2) - decay}
     return {}
