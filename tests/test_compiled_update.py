@@ -46,8 +46,14 @@ TRACED_ONLY = list({strategy_optimizer(s): s for s in reversed(TRACED)
 pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
 
 
+#: Settings a strategy's preset holds beyond its optimizer's (the Python API takes the
+#: optimizer's defaults only): IVON's step is sized for the minibatch's mean loss.
+PRESET = {"ivon": dict(actor_grad_reduction="mean")}
+
+
 def pair(optimizer: str, seed: int = 0, **overrides) -> tuple[DDPG, DDPG]:
     """An eager and a compiled agent, identical otherwise."""
+    overrides = {**PRESET.get(optimizer, {}), **overrides}
     return tuple(
         DDPG(
             "Pendulum-v1",
