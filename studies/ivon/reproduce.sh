@@ -112,6 +112,11 @@ done
 compare_labelled sparse "ivon@ess=10,ivon@ess=100,fixed-noise@initial_precision=10,\
 fixed-noise@initial_precision=100,vadam@sample_constant=10,vadam@sample_constant=100" \
   "${sparse[@]}"
+# The variational preset's arms (configs/ivon.yaml) beside the same arms and the first
+# preset's, in a report of their own (the one above stays as committed).
+compare_labelled sparse-variational "ivon@weight_decay=5e-06,ivon@weight_decay=5e-05,\
+ivon@ess=10,ivon@ess=100,fixed-noise@initial_precision=10,fixed-noise@initial_precision=100,\
+vadam@sample_constant=10,vadam@sample_constant=100" "${sparse[@]}"
 # Hopper's report once its last arm (no noise) is there: its arms are committed as they finish.
 if has_task Hopper-v4 && [ -d runs/Hopper-v4/adam-plain ]; then
   compare_runs runs/Hopper-v4 --at 50000,100000 --out Hopper-v4
