@@ -27,6 +27,7 @@ from .curiosity.registry import BONUSES
 from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
 from .runs.agent_factory import check_run_env, learner_module, make_task_env
 from .runs.grid import RunOutcome, check_grid, run_grid, threads_per_worker
+from .runs.resume import saved_settings
 from .runs.stopping import RunInterrupted, interrupt_on_signals
 from .runs.train import train
 from .settings import RunSettings
@@ -44,19 +45,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--opt",
+        nargs="+",
         help=f"exploration strategy: {', '.join(available_strategies())} "
-        "(default vadam); several comma-separated, or 'all', run a grid",
+        "(default vadam); several (--opt a b, or a,b), or 'all', run a grid",
     )
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, help="random seed (default 0)")
     seeds.add_argument(
         "--seeds",
-        help="a grid over seeds: a count (5 = seeds 0-4) or a comma-separated list",
+        nargs="+",
+        help="a grid over seeds: a count (5 = seeds 0-4) or a list (--seeds 0 3 7, or 0,3,7)",
     )
     parser.add_argument(
         "--steps", type=int, dest="total_steps", help="environment steps in total (default 3000000)"
     )
-    parser.add_argument("--eval-every", type=int, help="steps between evaluations (10000)")
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        help="steps between evaluations (10000; with a shorter --steps, a tenth of it)",
+    )
     parser.add_argument("--eval-episodes", type=int, help="episodes per evaluation (20)")
     parser.add_argument("--logdir", help="root of run directories (default runs)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default auto")
@@ -122,21 +129,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _strategies(opt: str | None) -> list[str | None]:
+def _listed(values: list[str]) -> list[str]:
+    """A list flag's items, given as separate words (``--opt a b``, as argparse users
+    write), comma-separated (``--opt a,b``), or both."""
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+def _strategies(opt: list[str] | None) -> list[str | None]:
     if opt is None:
         return [None]
-    if opt == "all":
-        return available_strategies()
-    return [name.strip() for name in opt.split(",") if name.strip()]
+    names = _listed(opt)
+    return available_strategies() if names == ["all"] else list(names)
 
 
-def _seeds(seed: int | None, seeds: str | None) -> list[int | None]:
+def _seeds(seed: int | None, seeds: list[str] | None) -> list[int | None]:
     if seeds is None:
         return [seed]
     try:
-        values = [int(v) for v in seeds.split(",")]
+        values = [int(v) for v in _listed(seeds)]
     except ValueError:
-        raise ConfigError(f"--seeds expects a count or a list of integers, got {seeds!r}") from None
+        given = " ".join(seeds)
+        raise ConfigError(f"--seeds expects a count or a list of integers, got {given!r}") from None
     if len(values) == 1:
         if values[0] <= 0:
             raise ConfigError(f"--seeds count must be > 0, got {values[0]}")
@@ -148,12 +161,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configs: list = []
+    notes: list[str] = []
     try:
         configs = resolve_runs(
             _strategies(args.opt),
             _seeds(args.seed, args.seeds),
             config_file=args.config,
             set_options=args.set_options,
+            notes=notes,
+            saved_eval_every=_saved_eval_every,
             env=args.env,
             total_steps=args.total_steps,
             eval_every=args.eval_every,
@@ -165,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             compile=args.compile,
             bonus={"kind": args.bonus} if args.bonus else None,
         )
+        for note in notes:
+            print(note)
         grid = _is_grid(configs, args)
         _check_runs(configs, args, grid)
         if args.check:
@@ -197,6 +215,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+
+
+def _saved_eval_every(run: RunSettings) -> int | None:
+    """The evaluation interval ``run``'s directory was trained with, if it holds a run:
+    a short run's schedule derived from ``--steps`` never changes an existing run's."""
+    saved = saved_settings(run.run_dir())
+    return saved.eval_every if isinstance(saved, RunSettings) else None
 
 
 def _is_grid(configs: list[RunSettings], args: argparse.Namespace) -> bool:
