@@ -8,13 +8,15 @@ key, non-positive counts, settings that cannot fit in memory), a run directory t
 be used (written by another process, a file of it missing or damaged, a read-only or full
 disk) and a failing environment end with one ``train_agent: error: ...`` line and exit
 code 2; ``--check`` runs the same checks (:func:`_check_runs`) and trains nothing. Ctrl-C
-and SIGTERM stop after a checkpoint: exit code 130 and 143. A grid some of whose runs
-failed (or were lost with their worker) exits 1.
+and SIGTERM stop after a checkpoint: exit code 130 and 143, with one line saying it stopped
+and the command that continues it. A grid some of whose runs failed (or were lost with
+their worker, or stopped by a signal of their own) exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -199,14 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:  # the file system's own refusal, e.g. of a --config file
         parser.exit(2, f"train_agent: error: {os_error_message(err)}\n")
     except RunInterrupted as stop:
-        what = "interrupted" if stop.signum == signal.SIGINT else "terminated"
-        follow = (
-            "running runs checkpointed, queued runs not started; run the same command "
-            "again to continue"
-            if _is_grid(configs, args)
-            else "checkpoint written, continue with --resume"
-        )
-        print(f"\ntrain_agent: {what}; {follow}", file=sys.stderr)
+        print(f"\ntrain_agent: {_stopped(stop, argv, _is_grid(configs, args))}", file=sys.stderr)
         return stop.exit_code
     except KeyboardInterrupt:  # a second Ctrl-C: stopped at once
         print(
@@ -215,6 +210,22 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+
+
+def _stopped(stop: RunInterrupted, argv: list[str] | None, grid: bool) -> str:
+    """What a stop the user asked for (Ctrl-C, SIGTERM) left, and the command that
+    continues it: a stop, not a failure."""
+    what = "interrupted" if stop.signum == signal.SIGINT else "terminated"
+    words = list(sys.argv[1:] if argv is None else argv)
+    if grid:  # every run of a grid resumes or is skipped: the same command continues it
+        return (
+            f"stopped ({what}): running runs checkpointed, queued runs not started; "
+            f"to continue, run the same command: {shlex.join(['train_agent', *words])}"
+        )
+    if "--resume" not in words:
+        words.append("--resume")
+    command = shlex.join(["train_agent", *words])
+    return f"stopped ({what}), checkpoint written; to continue: {command}"
 
 
 def _saved_eval_every(run: RunSettings) -> int | None:
@@ -266,7 +277,12 @@ def _grid(configs: list, args: argparse.Namespace) -> int:
     )
 
     def report(outcome: RunOutcome) -> None:
-        status = "ok" if outcome.ok else f"FAILED: {outcome.message}"
+        if outcome.ok:
+            status = "ok"
+        elif outcome.stopped:  # the user's stop, not the run's failure
+            status = f"stopped ({outcome.message})"
+        else:
+            status = f"FAILED: {outcome.message}"
         print(f"  {outcome.run_dir}: {status}", flush=True)
 
     with interrupt_on_signals():
@@ -279,8 +295,11 @@ def _grid(configs: list, args: argparse.Namespace) -> int:
             args.population,
             progress=False if args.no_progress else "lines",
         )
-    failed = [o for o in outcomes if not o.ok]
-    print(f"{total - len(failed)} of {total} runs finished, {len(failed)} failed")
+    failed = [o for o in outcomes if not o.ok and not o.stopped]
+    stopped = [o for o in outcomes if o.stopped]  # a worker's own SIGTERM: run the command again
+    finished = total - len(failed) - len(stopped)
+    also = f", {len(stopped)} stopped" if stopped else ""
+    print(f"{finished} of {total} runs finished, {len(failed)} failed{also}")
     for env_dir in sorted({Path(c.logdir) / c.env for c in configs}):
         skipped: list[str] = []
         if env_dir.is_dir() and write_strategy_aggregates(env_dir, skipped=skipped):
@@ -290,7 +309,7 @@ def _grid(configs: list, args: argparse.Namespace) -> int:
             )
         for reason in skipped:  # the run's failure, if this grid's, is reported above
             print(f"  strategy aggregates leave out what cannot be read: {reason}")
-    return 1 if failed else 0
+    return 1 if failed or stopped else 0
 
 
 if __name__ == "__main__":

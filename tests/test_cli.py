@@ -7,6 +7,7 @@ Runs that need a process (a kill, Ctrl-C, a terminal, the console script's own e
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -218,7 +219,11 @@ def test_ctrl_c_writes_a_final_checkpoint(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130
-    assert "interrupted; checkpoint written" in stderr and "Traceback" not in stderr
+    assert "Traceback" not in stderr
+    resume = shlex.join([str(exe), *args, "--resume"]).replace(str(exe), "train_agent", 1)
+    assert stderr.strip().splitlines()[-1] == (
+        f"train_agent: stopped (interrupted), checkpoint written; to continue: {resume}"
+    )
     checkpoint = run_dir / "checkpoints" / "latest.pt"
     assert torch.load(checkpoint, weights_only=True)["counters"]["num_timesteps"] > 0
 
