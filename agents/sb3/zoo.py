@@ -34,8 +34,10 @@ import ast
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import gymnasium as gym
 import optuna
 from rl_zoo3 import hyperparams_opt
+from rl_zoo3.exp_manager import ExperimentManager
 
 import param_explore
 
@@ -190,10 +192,43 @@ def sample_zoo_params(
     return sample_param_explore_params(trial, n_actions, policy_kwargs)
 
 
+def load_zoo_trial(
+    manager: ExperimentManager,
+    storage: str,
+    study_name: str,
+    trial_id: int | None = None,
+    convert: bool = True,
+) -> dict[str, Any]:
+    """rl-zoo3's ``--storage … --study-name … --trial-id N`` reload
+    (``ExperimentManager.load_trial``) of a trial of :func:`sample_param_explore_params`:
+    the hyperparameters that trial trained with. rl-zoo3's own TD3 converter knows neither
+    the strategy, σ₀, ``resample`` nor the actor's learning rate (they would reach TD3 as
+    unknown arguments), and its ``policy_kwargs`` replace the file's. Here the sampler runs
+    again on the trial's values (optuna's ``FixedTrial``) with the study's ``policy_kwargs``
+    (those the trials kept). A trial of any other sampler is rl-zoo3's to convert."""
+    params = _ZOO_LOAD_TRIAL(manager, storage, study_name, trial_id, convert=False)
+    if not convert or "strategy" not in params:  # "strategy": always this sampler's
+        return _ZOO_LOAD_TRIAL(manager, storage, study_name, trial_id, convert)
+    if storage.endswith(".log"):  # as rl-zoo3 opens it
+        backend = optuna.storages.journal.JournalFileBackend(storage)
+        study = optuna.load_study(storage=optuna.storages.JournalStorage(backend),
+                                  study_name=study_name)  # fmt: skip
+    else:
+        study = optuna.load_study(storage=storage, study_name=study_name)
+    fixed = ast.literal_eval(study.user_attrs.get("policy_kwargs", "{}"))
+    env = gym.make(manager.env_name.gym_id, **manager.env_kwargs)  # n_actions, for noise
+    n_actions = env.action_space.shape[0]
+    env.close()
+    return sample_param_explore_params(optuna.trial.FixedTrial(params), n_actions, fixed)
+
+
 def register_sampler() -> None:
-    """Make rl-zoo3's ``--optimize`` use :func:`sample_zoo_params` for TD3 and DDPG."""
+    """Make rl-zoo3's ``--optimize`` use :func:`sample_zoo_params` for TD3 and DDPG, and its
+    ``--trial-id`` reload :func:`load_zoo_trial`."""
     for algo in ("td3", "ddpg"):
         hyperparams_opt.HYPERPARAMS_SAMPLER[algo] = sample_zoo_params
+    ExperimentManager.load_trial = load_zoo_trial
 
 
+_ZOO_LOAD_TRIAL = ExperimentManager.load_trial
 register_sampler()
