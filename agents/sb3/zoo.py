@@ -2,7 +2,7 @@
 keeps the strategy of the hyperparameter file and tunes its noise.
 
     python -m rl_zoo3.train --algo td3 --env Pendulum-v1 -conf tune.yml \\
-        --gym-packages agents.sb3.zoo -optimize --n-trials 4 --n-timesteps 2000
+        --gym-packages agents.sb3.zoo --optimize-hyperparameters --n-trials 4 --n-timesteps 1500
 
 Why it exists: rl-zoo3's TD3/DDPG sampler returns ``policy_kwargs={'net_arch': …}``, and
 its objective puts the sampled keys over the file's, so the file's whole ``policy_kwargs``
@@ -26,6 +26,9 @@ rate, with rl-zoo3's TD3 ranges for γ, the batch size, the critic's learning ra
 ``train_freq`` and τ. A strategy with weight noise never gets action noise
 (``action_noise=None`` also drops a file's ``noise_type``); one without (``adam-plain``,
 ``sgd-plain``) gets rl-zoo3's choice of none, Gaussian or Ornstein-Uhlenbeck noise.
+
+rl-zoo3's ``--trial-id`` reload of such a trial goes through :func:`load_zoo_trial`, which
+rebuilds the hyperparameters the trial trained with (rl-zoo3's converter knows none of them).
 """
 
 from __future__ import annotations
