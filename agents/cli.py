@@ -74,7 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="continue the run in its directory from its last checkpoint",
     )
-    parser.add_argument("--config", metavar="FILE", help="YAML file overriding the defaults")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        action="append",
+        help="YAML file overriding the defaults (repeatable: each a layer over the one before)",
+    )
     parser.add_argument(
         "--set",
         action="append",

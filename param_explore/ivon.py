@@ -42,6 +42,12 @@ def _require_radius(name: str, value: Any) -> float | None:
     return float(value)
 
 
+def _require_initial_hessian(name: str, value: Any) -> float | None:
+    """h₀: a finite number > 0, or None for the prior's own precision per datum, h₀ = δ
+    (the variational reading's start, as :meth:`IVON.posterior_settings` sets it)."""
+    return None if value is None else require_positive(name, value)
+
+
 class IVON(Posterior, WeightSampling, torch.optim.Optimizer):
     """Variational online Newton with a diagonal Gaussian q(θ) = N(μ, σ²), one MC sample.
 
@@ -53,7 +59,7 @@ class IVON(Posterior, WeightSampling, torch.optim.Optimizer):
         ĥ = ess·(h + δ)·(σ⊙ε)⊙g   ('price': Price's theorem, the reparameterisation trick)
         ĥ = ess·g²                ('gradsq': squared gradients)
         h ← β₂ h + (1 − β₂) ĥ + ½(1 − β₂)²(h − ĥ)²/(h + δ)   (the Riemannian correction
-                                                             that keeps h positive)
+                                                             that keeps h + δ positive)
         μ ← μ − α(h₀ + δ)·clip((m/(1 − β₁ᵗ) + δμ)/(h + δ), ±``clip_radius``)  (None: no clip)
 
     — ``ivon-opt`` 0.1.3's ``_update`` with its defaults ``debias=True`` (m's bias
@@ -67,21 +73,24 @@ class IVON(Posterior, WeightSampling, torch.optim.Optimizer):
     would drive h to 0 and the step m/(h + δ) up by 1/δ): its h stays h₀, and its mean
     takes the step of that fixed curvature.
 
-    The defaults are the RL actor's (``configs/ivon.yaml``, each value's source): h₀ = 1 and
-    δ = 1e-4 as ``ivon-opt``, ess = 100 so that σ₀ = 1/√(100·(1 + 1e-4)) ≈ 0.1, β₂ = 0.9999
-    so that h can move within 100 k steps, α = 1e-4 so that the first step is 1e-4·g, as
-    noisy Adam's and VadaGrad's.
+    ``hess_init=None`` starts h at the prior's precision per datum, h₀ = δ (the variational
+    reading: q starts at twice the prior's precision, σ₀ = 1/√(2·ess·δ)); σ then stays at or
+    below the prior's width 1/√(ess·δ) = √2·σ₀ while h ≥ 0. The defaults are the RL actor's
+    preset, ``configs/ivon.yaml`` (each value's source): ess = 1e6 transitions, δ = 5e-5 so
+    that σ₀ = 0.1 under a prior of width 0.141, β₂ = 0.99999 as ``ivon-opt``, the loss a
+    mean; the project's first preset (h₀ = 1, δ = 1e-4, ess = 100, β₂ = 0.9999, α = 1e-4,
+    the summed loss) is ``configs/ivon-wide-prior.yaml`` (docs/strategies.md#ivon).
     """
 
     def __init__(
         self,
         params: Iterable[Tensor] | Iterable[dict],
-        lr: float = 1e-4,
-        ess: float = 100.0,
-        hess_init: float = 1.0,
+        lr: float = 0.01,
+        ess: float = 1e6,
+        hess_init: float | None = None,
         beta1: float = 0.9,
-        beta2: float = 0.9999,
-        weight_decay: float = 1e-4,
+        beta2: float = 0.99999,
+        weight_decay: float = 5e-5,
         clip_radius: float | None = None,
         hess_approx: str = "price",
     ) -> None:
@@ -100,13 +109,21 @@ class IVON(Posterior, WeightSampling, torch.optim.Optimizer):
     _setting_checks: ClassVar[Checks] = dict(
         lr=require_positive,
         ess=require_positive,
-        hess_init=require_positive,
+        hess_init=_require_initial_hessian,
         beta1=require_beta,
         beta2=require_beta,
         weight_decay=require_non_negative,
         clip_radius=_require_radius,
         hess_approx=_require_estimate,
     )
+
+    @classmethod
+    def _check_together(cls, settings: dict) -> None:
+        if settings.get("hess_init", 1.0) is None and settings.get("weight_decay") == 0:
+            raise ValueError(
+                "hess_init null takes h0 = weight_decay, which must then be > 0 "
+                "(sigma_0 = 1/sqrt(2 ess weight_decay)), got weight_decay 0"
+            )
 
     _state_keys = ("exp_avg", "hess")
 
@@ -116,7 +133,7 @@ class IVON(Posterior, WeightSampling, torch.optim.Optimizer):
             state["step"] = torch.tensor(0.0)
             state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             state["hess"] = torch.full_like(
-                p, group["hess_init"], memory_format=torch.preserve_format
+                p, initial_hessian(group), memory_format=torch.preserve_format
             )
         return state
 
@@ -132,7 +149,7 @@ class IVON(Posterior, WeightSampling, torch.optim.Optimizer):
             beta2=beta2,
             ess=group["ess"],
             weight_decay=group["weight_decay"],
-            step_size=group["lr"] * (group["hess_init"] + group["weight_decay"]),
+            step_size=group["lr"] * (initial_hessian(group) + group["weight_decay"]),
             debias=1.0 - beta1**step,
             clip_radius=math.inf if group["clip_radius"] is None else group["clip_radius"],
         )
@@ -227,6 +244,13 @@ class IVON(Posterior, WeightSampling, torch.optim.Optimizer):
                 per_example = kl.flatten(start_dim=2).sum(dim=2, dtype=torch.float64).mean(dim=1)
                 total = per_example if total is None else total + per_example
         return 0.5 * total
+
+
+def initial_hessian(group: Mapping) -> float:
+    """h₀: ``hess_init``, or δ where it is None (the prior's precision per datum, so that
+    σ₀ = 1/√(2·ess·δ) and the prior N(0, 1/(ess δ)) caps σ at √2·σ₀ while h ≥ 0)."""
+    h0 = group["hess_init"]
+    return group["weight_decay"] if h0 is None else h0
 
 
 def hessian_estimate(

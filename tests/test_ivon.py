@@ -12,6 +12,7 @@ policy, ``train_agent`` eager and compiled, in a population.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -44,14 +45,18 @@ def flat(tensors) -> torch.Tensor:
 
 @pytest.mark.parametrize("clip_radius", [None, 0.02], ids=["no-clip", "clip"])
 @pytest.mark.parametrize("hess_approx", ["price", "gradsq"])
-def test_ivon_is_ivon_opt_step_by_step(hess_approx, clip_radius):
+@pytest.mark.parametrize("hess_init", [0.75, None], ids=["h0", "h0=delta"])
+def test_ivon_is_ivon_opt_step_by_step(hess_approx, clip_radius, hess_init):
+    # hess_init None is h₀ = δ: ivon-opt is given δ itself.
+    settings = {**SETTINGS, "hess_init": hess_init}
     ours_net, theirs_net = make_net(), make_net()
     ours = pe.make_optimizer(
-        "ivon", ours_net, hess_approx=hess_approx, clip_radius=clip_radius, **SETTINGS
+        "ivon", ours_net, hess_approx=hess_approx, clip_radius=clip_radius, **settings
     )
     theirs = ivon_opt.IVON(
         theirs_net.parameters(), mc_samples=1, hess_approx=hess_approx,
-        clip_radius=math.inf if clip_radius is None else clip_radius, **SETTINGS,
+        clip_radius=math.inf if clip_radius is None else clip_radius,
+        **{**settings, "hess_init": hess_init or SETTINGS["weight_decay"]},
     )  # fmt: skip
     numel = sum(p.numel() for p in ours_net.parameters())
     clipped = 0
@@ -77,7 +82,10 @@ def test_ivon_is_ivon_opt_step_by_step(hess_approx, clip_radius):
         theirs.step()
 
         group = theirs.param_groups[0]
-        tight = dict(rtol=1e-12, atol=1e-14)
+        # h₀ = δ = 1e-3: h's correction divides by h + δ = 2e-3, and with 'gradsq' h reaches
+        # 1e5-1e6, so float64 rounding of the two orders of operations grows to ~1e-7
+        # relative there (measured 5e-7 at most); the other cases agree to 1e-12.
+        tight = dict(rtol=1e-6 if hess_init is None else 1e-12, atol=1e-14)
         torch.testing.assert_close(
             flat(ours_net.parameters()), flat(theirs_net.parameters()), **tight
         )
@@ -88,11 +96,14 @@ def test_ivon_is_ivon_opt_step_by_step(hess_approx, clip_radius):
         sigma = 1.0 / (group["ess"] * (group["hess"] + group["weight_decay"])).sqrt()
         torch.testing.assert_close(flat(ours.sampling_std()), sigma, **tight)
         radius = math.inf if clip_radius is None else clip_radius
-        bound = SETTINGS["lr"] * (SETTINGS["hess_init"] + SETTINGS["weight_decay"]) * radius
+        h0 = hess_init or SETTINGS["weight_decay"]
+        bound = SETTINGS["lr"] * (h0 + SETTINGS["weight_decay"]) * radius
         moved = (flat(ours_net.parameters()) - before).abs()
         clipped += int((moved >= bound * (1 - 1e-9)).sum())
         assert bool((moved <= bound * (1 + 1e-9)).all())
-    assert (clipped > 0) == (clip_radius is not None)  # the clip bit where it was set
+    # With h₀ = δ, 'gradsq' makes h = ess·g² ~1e5 at once: no step reaches the radius.
+    unreached = hess_init is None and hess_approx == "gradsq"
+    assert (clipped > 0) == (clip_radius is not None and not unreached)  # the clip bit
     assert float(hess.std()) > 0  # h moved, differently per weight
 
 
@@ -103,7 +114,7 @@ def test_a_parameter_never_perturbed_keeps_its_curvature():
     net = torch.nn.Sequential(
         torch.nn.Linear(3, 4), torch.nn.LayerNorm(4), torch.nn.Linear(4, 2)
     ).double()
-    opt = pe.make_optimizer("ivon", net, beta2=0.5, ess=10.0, lr=0.1)
+    opt = pe.make_optimizer("ivon", net, beta2=0.5, ess=10.0, lr=0.1, hess_init=1.0)
     before = [p.detach().clone() for p in net.parameters()]
     for step in range(3):
         opt.resample_noise()
@@ -117,13 +128,44 @@ def test_a_parameter_never_perturbed_keeps_its_curvature():
         assert torch.equal(hess, torch.ones_like(hess)) == name.startswith("1."), name
 
 
-def test_the_defaults_start_sigma_at_the_study_values():
-    """σ₀ = 1/√(ess·(h₀ + δ)): 0.1 at the preset's ess = 100, 0.032 at 1000."""
+def test_the_preset_s_numbers_by_hand():
+    """The variational reading: h₀ = δ, so σ₀ = 1/√(2·ess·δ) and the prior's width
+    1/√(ess·δ) — ess = 1e6, δ = 5e-5: σ₀ = 1/√100 = 0.1, width 1/√50 = 0.1414; δ = 5e-4:
+    1/√1000 = 0.0316; δ = 5e-6: 1/√10 = 0.316. The first step is α(h₀ + δ)/(h₀ + δ) = α
+    per unit of (m̂ + δμ): 0.01."""
     net = torch.nn.Linear(2, 2)
-    sigma = pe.make_optimizer("ivon", net).sampling_std()[0]
-    assert float(sigma.mean()) == pytest.approx(1 / math.sqrt(100 * (1 + 1e-4)), rel=1e-6)
-    sigma = pe.make_optimizer("ivon", net, ess=1000.0).sampling_std()[0]
-    assert float(sigma.mean()) == pytest.approx(0.0316, rel=1e-3)
+    opt = pe.make_optimizer("ivon", net)
+    assert torch.allclose(opt.sampling_std()[0], torch.full((2, 2), 0.1), rtol=1e-6)
+    assert opt._prior_variance(opt.param_groups[0]) == pytest.approx(0.02)  # 0.1414²
+    assert float(opt.state[net.weight]["hess"][0, 0]) == pytest.approx(5e-5)
+    for decay, sigma in ((5e-4, 0.031623), (5e-6, 0.316228)):
+        std = pe.make_optimizer("ivon", net, weight_decay=decay).sampling_std()[0]
+        assert float(std.mean()) == pytest.approx(sigma, rel=1e-5)
+    # The first preset: σ₀ = 1/√(ess·(1 + 1e-4)): 0.1 at ess = 100.
+    wide = pe.make_optimizer("ivon", net, ess=100.0, hess_init=1.0, weight_decay=1e-4)
+    assert float(wide.sampling_std()[0].mean()) == pytest.approx(0.099995, rel=1e-5)
+
+
+def test_the_preset_s_first_step_by_hand():
+    """One weight, g = 3 at any θ, the preset's numbers (α = 0.01, ess = 1e6, δ = h₀ = 5e-5,
+    β₁ = 0.9, β₂ = 0.99999): σ = 0.1, ĥ = (ε/σ)·g, h′ = β₂h₀ + (1 − β₂)ĥ +
+    ½(1 − β₂)²(h₀ − ĥ)²/(h₀ + δ), m̂ = g, μ′ = μ − α(h₀ + δ)(m̂ + δμ)/(h′ + δ)."""
+    net = torch.nn.Linear(1, 1, bias=False).double()
+    with torch.no_grad():
+        net.weight.fill_(0.5)
+    opt = pe.make_optimizer("ivon", net)
+    opt.resample_noise(torch.Generator().manual_seed(0))
+    eps = float(opt.state[net.weight]["noise"])
+    opt.zero_grad()
+    with opt.training_params():
+        net(torch.ones(1, 1, dtype=torch.float64)).sum().mul(3.0).backward()
+    opt.step()
+    d = h0 = 5e-5
+    estimate = eps / 0.1 * 3.0
+    h = 0.99999 * h0 + 1e-5 * estimate + 0.5 * 1e-10 * (h0 - estimate) ** 2 / (h0 + d)
+    assert float(opt.state[net.weight]["hess"]) == pytest.approx(h, rel=1e-9)
+    expected = 0.5 - 0.01 * (h0 + d) * (3.0 + d * 0.5) / (h + d)
+    assert float(net.weight) == pytest.approx(expected, rel=1e-9)
 
 
 @pytest.mark.parametrize(
@@ -135,6 +177,7 @@ def test_the_defaults_start_sigma_at_the_study_values():
         (dict(ess=-1.0), "ess must be a finite number > 0"),
         (dict(beta2=1.0), r"beta2 must be in \[0, 1\)"),
         (dict(hess_init=0.0), "hess_init must be a finite number > 0"),
+        (dict(hess_init=None, weight_decay=0.0), "hess_init null takes h0 = weight_decay"),
     ],
 )
 def test_bad_settings_are_one_message(overrides, message):
@@ -149,6 +192,7 @@ def test_the_preset_restates_the_defaults():
     assert preset["optimizer_kwargs"] == pe.hyperparameters("ivon")
     text = preset_path("ivon").read_text()
     assert "0.032" in text and "ivon-opt" in text  # the other study value; the source
+    assert preset["actor_grad_reduction"] == "mean"  # ess counts data: the loss is their mean
 
 
 @pytest.mark.trains
@@ -186,7 +230,26 @@ def test_train_agent_with_ivon_eager(tmp_path, train_agent):
         (tmp_path / "runs" / "Pendulum-v1" / "ivon" / "seed0" / "config.yaml").read_text()
     )
     assert config["strategy"] == "ivon"
-    assert config["optimizer_kwargs"]["ess"] == 100.0
+    assert config["optimizer_kwargs"]["ess"] == 1e6 and config["actor_grad_reduction"] == "mean"
+
+
+def test_the_first_preset_is_a_config_layer_of_its_own():
+    """configs/ivon-wide-prior.yaml over the preset (and over a study's protocol file) gives
+    the IVON study's committed arms' settings back."""
+    from agents.settings.resolve import resolve_settings
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    run = resolve_settings(
+        "ivon",
+        [configs / "sparse-study.yaml", configs / "ivon-wide-prior.yaml"],
+        ["optimizer_kwargs.ess=10"],
+        env="SparseMountainCar-v0",
+    )
+    kwargs = run.learner.strategy.optimizer_kwargs
+    assert kwargs == dict(lr=1e-4, ess=10.0, hess_init=1.0, beta1=0.9, beta2=0.9999,
+                          weight_decay=1e-4, clip_radius=None, hess_approx="price")  # fmt: skip
+    assert run.learner.actor_grad_reduction == "sum"
+    assert list(run.learner.hidden_sizes) == [64, 64]  # the protocol file's layer stays
 
 
 @pytest.mark.slow
@@ -217,3 +280,36 @@ def test_ivon_is_vimes_posterior_in_a_run(tmp_path, train_agent):
     num_data, prior_variance = 50.0, 0.25  # kl_batches · pool_batch_size; prior_std²
     assert group["ess"] == num_data
     assert group["weight_decay"] == pytest.approx(1 / (num_data * prior_variance))
+
+
+@pytest.mark.parametrize(
+    "task, tree, protocol, variant, sweep",
+    [
+        ("HalfCheetah-v4", "runs", [], "ess=1000", "optimizer_kwargs.ess=[100,1000]"),
+        ("Hopper-v4", "runs", [], "ess=100", "optimizer_kwargs.ess=[100]"),
+        ("SparseMountainCar-v0", "runs-episode", ["sparse-study.yaml"], "ess=10",
+         "optimizer_kwargs.ess=[10,100]"),
+    ],
+)  # fmt: skip
+def test_the_committed_ivon_arms_resolve_again_under_the_first_preset(
+    task, tree, protocol, variant, sweep
+):
+    """studies/ivon/reproduce.sh's commands for the committed ivon@ess=* arms (the first
+    preset as a --config layer) give each run's committed config.yaml back, value for value,
+    so the grid skips or resumes them rather than refusing a changed run."""
+    from agents.settings.resolve import resolve_runs
+
+    root = Path(__file__).resolve().parents[1]
+    configs = [root / "configs" / name for name in (*protocol, "ivon-wide-prior.yaml")]
+    options = ["save_replay_buffer=true", sweep]
+    if tree == "runs":
+        options.append("buffer_size=100000")
+    else:
+        options.append("resample=episode")
+    logdir = "runs" if tree == "runs" else "runs-episode"
+    runs = resolve_runs(
+        ["ivon"], [0], configs, options, env=task, total_steps=100_000, logdir=logdir, compile=True
+    )
+    (run,) = [r for r in runs if r.variant == variant]
+    committed = root / "studies" / "ivon" / tree / task / f"ivon@{variant}" / "seed0"
+    assert run.values() == yaml.safe_load((committed / "config.yaml").read_text())

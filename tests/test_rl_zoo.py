@@ -88,10 +88,12 @@ def test_sigma0_setting_values_by_hand():
     }
     assert sigma0_setting("fixed-noise", 0.1, {}) == {"initial_precision": pytest.approx(100.0)}
     assert sigma0_setting("param-noise", 0.2, {}) == {"initial_std": 0.2}
-    # IVON: σ₀ = 1/√(ess (h₀ + δ)): ess = 10, δ = 0.5, σ₀ = 0.1 → h₀ = 10 − 0.5.
-    assert sigma0_setting("ivon", 0.1, {"ess": 10.0, "weight_decay": 0.5}) == {
+    # IVON: σ₀ = 1/√(ess (h₀ + δ)): ess = 10, δ = 0.5, h₀ given, σ₀ = 0.1 → h₀ = 10 − 0.5;
+    # the preset's h₀ = δ: σ₀ = 1/√(2 ess δ), ess = 1e6, σ₀ = 0.1 → δ = 1/(2e6 · 0.01).
+    assert sigma0_setting("ivon", 0.1, {"ess": 10.0, "weight_decay": 0.5, "hess_init": 1.0}) == {
         "hess_init": pytest.approx(9.5)
     }
+    assert sigma0_setting("ivon", 0.1, {}) == {"weight_decay": pytest.approx(5e-5)}
     assert sigma0_setting("adam-plain", 0.1, {}) == {}
 
 

@@ -173,15 +173,43 @@ def test_committed_reports_regenerate_from_the_committed_runs(tmp_path):
 
 
 def test_ivon_study_on_one_task(tmp_path):
-    """Hopper-v4's four arms at a check's budget, then its report; the committed tasks'
-    reports from the committed runs beside them."""
+    """Hopper-v4's five arms (the first IVON preset's and the variational one's) at a
+    check's budget, then its report; the committed tasks' reports from the committed runs
+    beside them."""
     root = copy_of_the_studies(tmp_path, keep_runs=False)
     run_script(root, "ivon", TASKS="Hopper-v4", SEEDS="1", WORKERS="1", STEPS="400",
                TRAIN_ARGS="--no-compile --eval-every 200 --eval-episodes 1")  # fmt: skip
     runs = root / "studies" / "ivon" / "runs" / "Hopper-v4"
     arms = {"ivon@ess=100", "vadam@sample_constant=100", "fixed-noise@initial_precision=100",
-            "adam-plain"}  # fmt: skip
+            "adam-plain", "ivon@weight_decay=5e-05"}  # fmt: skip
     assert {d.name for d in runs.iterdir() if (d / "seed0" / "eval.csv").exists()} == arms
     assert "resample: step" in (runs / "ivon@ess=100" / "seed0" / "config.yaml").read_text()
     report = (root / "studies" / "ivon" / "Hopper-v4" / "comparison.md").read_text()
     assert all(arm in report for arm in arms)
+
+
+def test_ivon_diagnostics_on_one_task(tmp_path):
+    """studies/ivon/diagnostics.py: two arms of Hopper-v4 at two checkpoints, a row each with
+    every measurement in range, resumed arm by arm, and its report from the CSV alone."""
+    out, report = tmp_path / "runs-diagnostics", tmp_path / "diagnostics.md"
+    command = ["python", str(REPO / "studies" / "ivon" / "diagnostics.py"), "--tasks",
+               "Hopper-v4", "--arms", "ivon@weight_decay=5e-05", "adam-plain", "--steps", "200",
+               "400", "--no-compile", "--set", "learning_starts=100", "--set",
+               "hidden_sizes=[16,16]", "--weights", "10", "--out", str(out), "--report-file",
+               str(report)]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(out / "Hopper-v4.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["arm"], r["step"]) for r in rows] == [
+        ("ivon@weight_decay=5e-05", "200"), ("ivon@weight_decay=5e-05", "400"),
+        ("adam-plain", "200"), ("adam-plain", "400")]  # fmt: skip
+    for row in rows:
+        assert 0 <= float(row["saturated_mean"]) <= 1 and row["weights"] == "10"
+    assert float(rows[0]["sigma_median"]) == pytest.approx(0.1, rel=0.05)  # σ₀ of the preset
+    assert float(rows[0]["optimizer_curvature_median"]) > 0  # IVON's h
+    assert rows[2]["optimizer_curvature_median"] == "nan" and rows[2]["sigma_median"] == "0.0"
+    first = report.read_text()
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "step 200" not in again.stdout  # nothing trained again
+    assert report.read_text() == first and "| adam-plain | 400 |" in first

@@ -81,6 +81,8 @@ def sigma0_setting(strategy: str, sigma0: float, fixed: Mapping[str, Any]) -> di
         return {"initial_std": sigma0}
     if "hess_init" in defaults:
         ess = fixed.get("ess", defaults["ess"])
+        if fixed.get("hess_init", defaults["hess_init"]) is None:  # h₀ = δ
+            return {"weight_decay": 1 / (2 * ess * sigma0**2)}
         decay = fixed.get("weight_decay", defaults["weight_decay"])
         return {"hess_init": 1 / (ess * sigma0**2) - decay}
     return {}

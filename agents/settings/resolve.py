@@ -1,10 +1,11 @@
 """Resolving a run's settings from its layers, once, at the start.
 
-    dataclass defaults ← configs/<strategy>.yaml ← --config FILE ← --set k=v ← CLI flags
+    dataclass defaults ← configs/<strategy>.yaml ← --config FILE … ← --set k=v ← CLI flags
 
-A ``--config`` file may hold a ``strategies:`` mapping of strategy name → values that apply
-to that strategy only, after the file's other values (e.g. a study's action-noise scale for
-the action-noise baselines, so that one grid runs every strategy with its own setting).
+``--config`` may be given more than once, each file a layer over the one before. A file
+may hold a ``strategies:`` mapping of strategy name → values that apply to that strategy
+only, after the file's other values (e.g. a study's action-noise scale for the action-noise
+baselines, so that one grid runs every strategy with its own setting).
 The merged mapping becomes one :class:`RunSettings` (:meth:`RunSettings.from_values`),
 which is all the layers below ever see.
 
@@ -32,7 +33,7 @@ import dataclasses
 import itertools
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ CURVE_POINTS = 10
 
 def resolve_settings(
     strategy: str | None = None,
-    config_file: str | Path | None = None,
+    config_file: str | Path | Sequence[str | Path] | None = None,
     set_options: list[str] | None = None,
     **flags: Any,
 ) -> RunSettings:
@@ -70,7 +71,7 @@ def resolve_settings(
 def resolve_runs(
     strategies: list[str | None],
     seeds: list[int | None],
-    config_file: str | Path | None = None,
+    config_file: str | Path | Sequence[str | Path] | None = None,
     set_options: list[str] | None = None,
     notes: list[str] | None = None,
     saved_eval_every: Callable[[RunSettings], int | None] = lambda run: None,
@@ -81,9 +82,7 @@ def resolve_runs(
     on the same seeds); the files and options are read once. A short run's schedule
     (module docstring) is said once in ``notes``; ``saved_eval_every`` gives the interval
     a run already trained with, if it exists."""
-    file_values = load_yaml(config_file) if config_file is not None else {}
-    source = str(config_file)
-    per_strategy = _strategy_values(file_values.pop("strategies", {}), source)
+    file_values, per_strategy, source = _config_files(config_file)
     set_values = parse_set_options(set_options or [])
     flag_values = {k: v for k, v in flags.items() if v is not None}
     runs = []
@@ -124,6 +123,29 @@ def _curve_schedule(
     if notes is not None and note not in notes:
         notes.append(note)
     return dataclasses.replace(run, eval_every=every)
+
+
+def _config_files(
+    config_file: str | Path | Sequence[str | Path] | None,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], str]:
+    """The ``--config`` files, each a layer over the one before (a study's protocol, then a
+    strategy's earlier preset, …): their values, their ``strategies:`` sections, each file
+    checked on its own, merged in order; and the files' names for messages."""
+    if config_file is None:
+        files: list[str | Path] = []
+    elif isinstance(config_file, (str, Path)):
+        files = [config_file]
+    else:
+        files = list(config_file)
+    values: dict[str, Any] = {}
+    per_strategy: dict[str, dict[str, Any]] = {}
+    for path in files:
+        layer = load_yaml(path)
+        strategies = _strategy_values(layer.pop("strategies", {}), str(path))
+        require_known(f"config key(s) in {path}:", layer, RunSettings.keys())
+        values = _merge(values, layer)
+        per_strategy = _merge(per_strategy, strategies)
+    return values, per_strategy, ", ".join(str(path) for path in files) or "None"
 
 
 def _strategy_name(

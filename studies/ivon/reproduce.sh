@@ -15,6 +15,8 @@
 #   bash studies/ivon/reproduce.sh                  # every grid, then the reports
 #   REPORT_ONLY=1 bash studies/ivon/reproduce.sh    # the reports from the committed CSVs
 #   TASKS="Hopper-v4" bash studies/ivon/reproduce.sh   # one task
+#   PILOT=1 bash studies/ivon/reproduce.sh          # the pilot that chose the preset's lr
+#   python studies/ivon/diagnostics.py              # saturation and curvature at checkpoints
 #   STEPS=400 SEEDS=2 TRAIN_ARGS="--no-compile --eval-every 200 --eval-episodes 1" \
 #     bash studies/ivon/reproduce.sh                # a check of the script, not the study
 #
@@ -43,24 +45,45 @@ settings() {  # a task's settings: the sparse study's, or Khan et al.'s on the M
   esac
 }
 
-if [ -z "${REPORT_ONLY:-}" ]; then
+# IVON's two presets: the first (configs/ivon-wide-prior.yaml, a --config layer: the committed
+# ivon@ess=* arms) and the variational reading (configs/ivon.yaml: ivon@weight_decay=* arms,
+# sigma_0 = 1/sqrt(2 ess delta) = 0.32, 0.1, 0.032 at delta = 5e-6, 5e-5, 5e-4).
+WIDE=../../configs/ivon-wide-prior.yaml
+
+if [ -z "${REPORT_ONLY:-}" ] && [ -n "${PILOT:-}" ]; then
+  # The variational preset's learning rate (configs/ivon.yaml): 3 values x 3 seeds on
+  # HalfCheetah-v4 at 30 k steps, 5 test episodes per evaluation (pilot/README.md).
+  (cd pilot && train_agent --env HalfCheetah-v4 --opt ivon --seeds 3 --steps 30000 \
+    --set buffer_size=100000 --set "optimizer_kwargs.lr=[0.003,0.01,0.03]" \
+    --eval-every 10000 --eval-episodes 5 --workers 1 --compile --logdir runs "${EXTRA[@]}")
+fi
+
+if [ -z "${REPORT_ONLY:-}" ] && [ -z "${PILOT:-}" ]; then
   for task in "${TASKS[@]}"; do
     read -r -a own <<< "$(settings "$task")"
     grid=(train_agent "${own[@]}" --env "$task" --seeds "$SEEDS" --steps "$STEPS"
           --workers "$WORKERS" --compile --set save_replay_buffer=true)
     case "$task" in
       HalfCheetah-v4)  # sigma_0 = 0.1, 0.032: the sigma study's best fixed sigma there
-        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon --set "optimizer_kwargs.ess=[100,1000]" ;;
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon --config "$WIDE" \
+          --set "optimizer_kwargs.ess=[100,1000]"
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon \
+          --set "optimizer_kwargs.weight_decay=[5e-5,5e-4]" ;;
       Hopper-v4)  # the sigma study's HalfCheetah answer asked on a second dense task
-        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon --set "optimizer_kwargs.ess=[100]"
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon --config "$WIDE" \
+          --set "optimizer_kwargs.ess=[100]"
         "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt vadam \
           --set "optimizer_kwargs.sample_constant=[100]"
         "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt fixed-noise \
           --set "optimizer_kwargs.initial_precision=[100]"
-        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt adam-plain ;;
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt adam-plain
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon \
+          --set "optimizer_kwargs.weight_decay=[5e-5]" ;;
       *)  # one sample per episode at sigma_0 = 0.32, 0.1: what paid on the sparse tasks
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs-episode --opt ivon --config "$WIDE" \
+          --set resample=episode --set "optimizer_kwargs.ess=[10,100]"
         "${grid[@]}" "${EXTRA[@]}" --logdir runs-episode --opt ivon --set resample=episode \
-          --set "optimizer_kwargs.ess=[10,100]" ;;
+          --set "optimizer_kwargs.weight_decay=[5e-6,5e-5]" ;;
     esac
   done
 fi
@@ -92,4 +115,12 @@ fixed-noise@initial_precision=100,vadam@sample_constant=10,vadam@sample_constant
 # Hopper's report once its last arm (no noise) is there: its arms are committed as they finish.
 if has_task Hopper-v4 && [ -d runs/Hopper-v4/adam-plain ]; then
   compare_runs runs/Hopper-v4 --at 50000,100000 --out Hopper-v4
+fi
+if [ -d pilot/runs/HalfCheetah-v4 ]; then
+  compare_runs pilot/runs/HalfCheetah-v4 --at 10000,30000 --out pilot
+fi
+# Saturation and curvature at checkpoints, one seed per arm (python diagnostics.py trains and
+# measures them; here only its report from the committed measurements).
+if compgen -G "runs-diagnostics/*.csv" > /dev/null; then
+  python diagnostics.py --report
 fi
