@@ -58,6 +58,10 @@ def test_a_grids_runs_print_status_and_eval_lines_naming_the_run(tmp_path, capsy
         evals = {row["step"]: row["mean_return"]
                  for row in read_eval_csv(tmp_path / "out" / name / "eval.csv")}  # fmt: skip
         own = [line for line in lines if line.startswith(f"{name} ")]
+        assert own[0] == (
+            f"{name} starts: DDPG with vadam on {ENV}, 200 steps, an evaluation "
+            f"every 100; writes out/{name}"
+        )  # each member's own start line
         assert f"{name} step 100: eval return {evals[100]:.1f}" in "\n".join(own)
         status = [line for line in own if re.match(rf"{name} step \d+/200 \(\d+%\)", line)]
         assert [line.split()[2] for line in status] == ["100/200", "200/200"]
