@@ -10,7 +10,8 @@ disk) and a failing environment end with one ``train_agent: error: ...`` line an
 code 2; ``--check`` runs the same checks (:func:`_check_runs`) and trains nothing. Ctrl-C
 and SIGTERM stop after a checkpoint: exit code 130 and 143, with one line saying it stopped
 and the command that continues it. A grid some of whose runs failed (or were lost with
-their worker, or stopped by a signal of their own) exits 1.
+their worker, or stopped by a signal of their own) exits 1. ``--track`` logs each run to
+Weights & Biases as well (:mod:`agents.runs.tracking`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .runs.agent_factory import check_run_env, learner_module, make_task_env
 from .runs.grid import RunOutcome, check_grid, run_grid, threads_per_worker
 from .runs.resume import saved_settings
 from .runs.stopping import RunInterrupted, interrupt_on_signals
+from .runs.tracking import Tracking, check_tracking
 from .runs.train import train
 from .settings import RunSettings
 from .settings.resolve import resolve_runs
@@ -133,6 +135,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="one process per run: by default the runs of a strategy that differ only in "
         "their seed (and per-member numbers) train together as a population",
     )
+    track = parser.add_argument_group("experiment tracking (Weights & Biases, docs/manual.md)")
+    track.add_argument(
+        "--track",
+        action="store_true",
+        help="log each run to W&B too: its settings and the TensorBoard scalars "
+        "(pip install 'param-explore[track]'; WANDB_MODE=offline needs no account)",
+    )
+    track.add_argument("--wandb-project", help="W&B project (default param-explore)")
+    track.add_argument("--wandb-entity", help="W&B entity: team or user (default: W&B's)")
+    track.add_argument(
+        "--wandb-group",
+        help="W&B group (default: the run's strategy, so that W&B aggregates its seeds)",
+    )
     return parser
 
 
@@ -140,6 +155,17 @@ def _listed(values: list[str]) -> list[str]:
     """A list flag's items, given as separate words (``--opt a b``, as argparse users
     write), comma-separated (``--opt a,b``), or both."""
     return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+def _tracking(args: argparse.Namespace) -> Tracking | None:
+    """``--track``'s W&B settings, or None; a ``--wandb-*`` flag without it is refused."""
+    given = [f"--wandb-{name}" for name in ("project", "entity", "group")
+             if getattr(args, f"wandb_{name}") is not None]  # fmt: skip
+    if not args.track:
+        if given:
+            raise ConfigError(f"{given[0]} applies with --track only")
+        return None
+    return Tracking(args.wandb_project, args.wandb_entity, args.wandb_group)
 
 
 def _strategies(opt: list[str] | None) -> list[str | None]:
@@ -191,16 +217,17 @@ def main(argv: list[str] | None = None) -> int:
         for note in notes:
             print(note)
         grid = _is_grid(configs, args)
+        tracking = _tracking(args)
         _check_runs(configs, args, grid)
         if args.check:
             for config in configs:
                 print(f"{config.run_dir()}: settings checked, nothing trained")
             return 0
         if not grid:
-            run_dir = train(configs[0], resume=args.resume, progress=not args.no_progress)
+            run_dir = train(configs[0], args.resume, not args.no_progress, tracking=tracking)
             print(f"run directory: {run_dir}")
             return 0
-        return _grid(configs, args)
+        return _grid(configs, args, tracking)
     except ConfigError as err:
         parser.exit(2, f"train_agent: error: {err}\n")
     except OSError as err:  # the file system's own refusal, e.g. of a --config file
@@ -258,6 +285,8 @@ def _check_runs(configs: list[RunSettings], args: argparse.Namespace, grid: bool
     that never end, settings that do not fit in memory). One ConfigError line otherwise."""
     if grid:
         check_grid(configs, _workers(args), args.backend or "local")
+    if args.track:
+        check_tracking()
     envs: dict[str, gym.Env] = {}
     try:
         for config in configs:
@@ -272,7 +301,7 @@ def _check_runs(configs: list[RunSettings], args: argparse.Namespace, grid: bool
             env.close()
 
 
-def _grid(configs: list, args: argparse.Namespace) -> int:
+def _grid(configs: list, args: argparse.Namespace, tracking: Tracking | None) -> int:
     """Run a grid; every run resumes or skips what an earlier call of the command did."""
     total, workers = len(configs), _workers(args)
     threads = threads_per_worker(workers)
@@ -299,6 +328,7 @@ def _grid(configs: list, args: argparse.Namespace) -> int:
             report,
             args.population,
             progress=False if args.no_progress else "lines",
+            tracking=tracking,
         )
     failed = [o for o in outcomes if not o.ok and not o.stopped]
     stopped = [o for o in outcomes if o.stopped]  # a worker's own SIGTERM: run the command again

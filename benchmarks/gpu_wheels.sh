@@ -8,6 +8,10 @@
 #
 #   bash benchmarks/gpu_wheels.sh .whl      # about 23 MB
 #   WHEELS=.whl bash benchmarks/gpu_check.sh        # there
+#
+# GPU=1 adds the `gpu` extra's (MuJoCo Warp for the MuJoCo tasks' envs on the device):
+# mujoco-warp 4.0.0 and warp-lang 1.19.0 (149 MB; etils and absl-py, its other needs, are in
+# that image).
 set -euo pipefail
 dest=${1:-.whl}
 mkdir -p "$dest"
@@ -20,4 +24,8 @@ python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3
   gymnasium==1.4.0 farama-notifications==0.0.6 mujoco==4.0.0 mujoco-core==4.0.0 glfw==2.11.0 \
   stable-baselines3==2.9.2 arch==7.2.0 pandas==2.3.3 pytz tzdata
 python3 -m pip wheel --quiet --no-deps -w "$dest" rliable==1.2.0
+if [ -n "${GPU:-}" ]; then
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp "${platforms[@]}" -d "$dest" mujoco-warp==4.0.0 warp-lang==1.19.0
+fi
 ls "$dest"

@@ -183,6 +183,9 @@ class IVON(Posterior, WeightSampling, torch.optim.Optimizer):
     gain_from_samples: ClassVar[bool] = True
     #: ε, m and h.
     state_per_weight: ClassVar[int] = 3
+    posterior_needs_positive: ClassVar[Mapping[str, str]] = {
+        "weight_decay": "its prior is N(0, 1/(ess·weight_decay)), the KL term's"
+    }
 
     @classmethod
     def posterior_settings(cls, num_data: float, prior_variance: float) -> dict[str, Any]:

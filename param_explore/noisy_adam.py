@@ -8,7 +8,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor
 
-from .posterior import GainEvidence, Posterior
+from .posterior import VI_FORM, GainEvidence, Posterior
 from .sampling import WeightSampling
 from .traceable import Mode, StateTensors, lerp_
 from .validation import Checks, require_betas, require_non_negative, require_positive
@@ -135,6 +135,7 @@ class NoisyAdam(Posterior, WeightSampling, torch.optim.Optimizer):
     # ------------------------------------------------------------------ the posterior
     #: ε, m and f.
     state_per_weight: ClassVar[int] = 3
+    posterior_needs_positive: ClassVar[Mapping[str, str]] = VI_FORM
 
     @classmethod
     def posterior_settings(cls, num_data: float, prior_variance: float) -> dict[str, Any]:

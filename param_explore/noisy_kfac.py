@@ -10,14 +10,14 @@ matter, instead of independent per weight as in every other strategy here.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from .layer_statistics import LinearLayerRecorder, linear_layers
-from .posterior import GainEvidence, GainShape, Posterior, PosteriorMemory
+from .posterior import VI_FORM, GainEvidence, GainShape, Posterior, PosteriorMemory
 from .sampling import WeightSampling, skips_non_finite
 from .validation import Checks, require_interval, require_non_negative, require_positive
 
@@ -389,6 +389,7 @@ class NoisyKFAC(Posterior, WeightSampling, torch.optim.Optimizer):
     # inverse refresh, i.e. now when ``inverse_interval`` is 1.
     #: ε and the step and sample scales (the Kronecker factors come on top).
     state_per_weight: ClassVar[int] = 3
+    posterior_needs_positive: ClassVar[Mapping[str, str]] = VI_FORM
 
     @classmethod
     def posterior_settings(cls, num_data: float, prior_variance: float) -> dict[str, Any]:

@@ -134,6 +134,11 @@ class MomentGradients(GainEvidence):
         return self.mean_grads, self.std_grads
 
 
+#: The rule of a posterior whose optimizer also optimises (noisy Adam, noisy K-FAC): its VI
+#: form is ``kl_weight`` > 0 (:attr:`Posterior.posterior_needs_positive`).
+VI_FORM = {"kl_weight": "with kl_weight = 0 it optimises, it does not fit a posterior"}
+
+
 class Posterior:
     """Mixin of the optimizers that fit a posterior (put it before ``WeightSampling``)."""
 
@@ -152,6 +157,22 @@ class Posterior:
         N(0, ``prior_variance`` I), the loss being the mean negative log-likelihood per datum
         (a user's settings go on top)."""
         raise NotImplementedError
+
+    #: Settings the VI form needs > 0, and why (the posterior's own rule, beyond the
+    #: optimizer's checks): checked by :func:`param_explore.checked_posterior_settings`
+    #: before a model is built, instead of at its first fit.
+    posterior_needs_positive: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def check_posterior(cls, settings: Mapping[str, Any]) -> None:
+        """A ValueError naming the first setting of :attr:`posterior_needs_positive` that is
+        not > 0 in ``settings`` (already checked by the optimizer's own checks)."""
+        for name, why in cls.posterior_needs_positive.items():
+            if not settings[name] > 0:
+                raise ValueError(
+                    f"{name} must be > 0 for {cls.__name__}'s posterior ({why}), "
+                    f"got {settings[name]!r}"
+                )
 
     @classmethod
     def posterior_memory(cls, shape: GainShape) -> PosteriorMemory:

@@ -97,6 +97,36 @@ def checked_hyperparameters(
     return settings
 
 
+def checked_posterior_settings(
+    posterior: type[Posterior],
+    num_data: float,
+    prior_variance: float,
+    overrides: Mapping[str, Any],
+    prior: str | None = None,
+) -> dict[str, Any]:
+    """The settings of ``posterior`` fitting N = ``num_data`` data under a prior of variance
+    ``prior_variance`` (:meth:`Posterior.posterior_settings`), ``overrides`` on top, checked
+    without building it: a value derived from N and the prior by the optimizer's own check
+    (saying it was derived), all of them as :func:`checked_hyperparameters`, and the
+    posterior's own rule (:meth:`Posterior.check_posterior`). The one check of a model's
+    posterior, before a run and when it is built; a ``ValueError`` naming the setting (and
+    ``prior``, what set the prior's variance, for a derived one)."""
+    prior = prior or f"a prior of variance {prior_variance:g}"
+    derived = posterior.posterior_settings(num_data, prior_variance)
+    for name, value in derived.items():
+        if name not in overrides:
+            try:
+                posterior.check_setting(name, value)
+            except ValueError as err:
+                raise ValueError(
+                    f"{err}: the value {posterior.__name__}'s posterior derives from "
+                    f"{prior} and N = {num_data:g} data"
+                ) from None
+    settings = checked_hyperparameters(posterior, {**derived, **overrides})
+    posterior.check_posterior(settings)
+    return {**derived, **overrides}
+
+
 def make_optimizer(
     optimizer: str | type[torch.optim.Optimizer],
     params: nn.Module | Iterable[Tensor] | Iterable[dict],

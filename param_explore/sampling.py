@@ -124,6 +124,12 @@ class WeightSampling:
         return checked
 
     @classmethod
+    def check_setting(cls, name: str, value: Any) -> Any:
+        """One setting by its own check (a value computed from others, e.g. a posterior's
+        from its prior): as kept, or a ValueError naming it."""
+        return cls._setting_checks[name](name, value)
+
+    @classmethod
     def _check_together(cls, settings: dict[str, Any]) -> None:
         """Checks that involve several settings (none by default)."""
 

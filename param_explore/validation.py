@@ -9,30 +9,52 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+import torch
 
 #: How each setting of an optimizer (or an action noise) is checked: name →
 #: ``check(name, value)``, which returns the value as kept or raises a ValueError naming it.
 Checks = Mapping[str, Callable[[str, Any], Any]]
 
 
+#: The range a setting must lie in: float32's normal numbers, the dtype of the networks and
+#: of every optimizer's state, where a setting lives (``torch.full_like(p, hess_init)``) or
+#: meets its tensors. A value finite in float64 beyond 3.4e38 is inf there (or, filling a
+#: tensor, an overflow error mid-run), one below 1.2e-38 is denormal or 0: either is refused
+#: here, with the setting's name, instead of at the first step.
+FLOAT32_RANGE = (torch.finfo(torch.float32).tiny, torch.finfo(torch.float32).max)
+_RANGE = f"[{FLOAT32_RANGE[0]:.2g}, {FLOAT32_RANGE[1]:.2g}]"
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def in_float32(value: float) -> bool:
+    """Whether ``value`` is 0 or a float32 normal number in magnitude (:data:`FLOAT32_RANGE`)."""
+    low, high = FLOAT32_RANGE
+    return _is_number(value) and (value == 0 or low <= abs(value) <= high)
+
+
 def require_positive(name: str, value: float) -> float:
-    """``value`` must be a finite number > 0."""
-    if not _is_number(value) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    """``value`` must be a number > 0 within float32 (:data:`FLOAT32_RANGE`)."""
+    if not _is_number(value) or not value > 0 or not in_float32(value):
+        raise ValueError(
+            f"{name} must be a finite number > 0 in {_RANGE} (float32, the dtype it is used "
+            f"in), got {value!r}"
+        )
     return float(value)
 
 
 def require_non_negative(name: str, value: float) -> float:
-    """``value`` must be a finite number >= 0."""
-    if not _is_number(value) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    """``value`` must be 0 or a number > 0 within float32 (:data:`FLOAT32_RANGE`)."""
+    if not _is_number(value) or not value >= 0 or not in_float32(value):
+        raise ValueError(
+            f"{name} must be a finite number >= 0: 0 or in {_RANGE} (float32, the dtype it "
+            f"is used in), got {value!r}"
+        )
     return float(value)
 
 

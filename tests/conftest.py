@@ -22,6 +22,9 @@ from pathlib import Path
 # serial with torch's 2 threads, 58.6 s with 1, 33.4 s on two processes of one thread each.
 # It also makes a test's numbers the same on machines with other core counts.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# No test reaches a network: Weights & Biases (``--track``, the documented W&B snippets, and
+# the processes the tests start, which inherit this) runs offline, with no account.
+os.environ["WANDB_MODE"] = "offline"
 
 import pytest
 import torch
@@ -73,6 +76,12 @@ def train_agent(capsys, monkeypatch) -> Callable[..., Result]:
         return Result(code, captured.out, captured.err)
 
     return run
+
+
+#: How far a MuJoCo Warp env's step may be from its gymnasium env's from the same state,
+#: relative and absolute (float32 physics): test_vector_envs.py's
+#: test_a_warp_task_is_its_gymnasium_env_step_by_step says why.
+WARP_TOLERANCE = 5 * 5e-4
 
 
 def error_line(result: Result | subprocess.CompletedProcess) -> str:

@@ -276,8 +276,9 @@ def bad_input(tmp_path: Path, case: str) -> tuple[list[str], str]:
     (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
     (tmp_path / "typo.yaml").write_text("gama: 0.9\n")
     args, message = BAD_INPUT[case]
-    # --steps 1 first, so that a case that wrongly passes validation ends quickly.
-    return ["--steps", "1", *args], message
+    # --steps 1 first, so that a case that wrongly passes validation ends quickly (updates
+    # from the first step: a run that never trains is refused).
+    return ["--steps", "1", "--set", "learning_starts=0", *args], message
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUT), ids=list(BAD_INPUT))

@@ -22,6 +22,7 @@ import pytest
 from rliable import metrics
 
 from agents.reporting.compare import main, method_colors, plot_comparison
+from agents.reporting.curves import Curve
 from agents.reporting.interval_report import (
     across_estimates,
     few_seeds_caution,
@@ -489,3 +490,26 @@ def test_a_success_panel_of_zero_rates_spans_the_rates_range(tmp_path):
     fig = plot_intervals([task_estimates(group_tasks(load_runs(dense)[0])[0], 100, 0)],
                          {"vadam": "C0", "adam-plain": "C1"})  # fmt: skip
     assert all(ax.get_xlim()[1] - ax.get_xlim()[0] > 100 for ax in fig.axes)  # returns
+
+
+def test_every_strategy_of_a_large_comparison_has_a_colour_of_its_own():
+    """Twelve strategies (``--opt all`` has 13): twelve colours, told apart (no two closer
+    in RGB than matplotlib's own closest two), and each line of the figure in its own."""
+    names = [f"strategy-{i}" for i in range(12)]
+    steps = np.array([1000, 2000])
+    curves = [Curve(name, steps, np.ones((2, 2)) * i, env="Pendulum-v1")
+              for i, name in enumerate(names)]  # fmt: skip
+    colors = method_colors(curves)
+    rgb = {name: matplotlib.colors.to_rgb(colors[name]) for name in names}
+    assert len(set(rgb.values())) == 12
+    tab10 = [matplotlib.colors.to_rgb(f"C{i}") for i in range(10)]
+    closest_of_tab10 = min(math.dist(a, b) for i, a in enumerate(tab10) for b in tab10[i + 1 :])
+    values = list(rgb.values())
+    assert min(math.dist(a, b) for i, a in enumerate(values) for b in values[i + 1 :]) >= (
+        0.9 * closest_of_tab10
+    )
+    fig = plot_comparison(group_tasks(curves), {}, colors)
+    drawn = {line.get_label().split(" (")[0]: matplotlib.colors.to_rgb(line.get_color())
+             for line in fig.axes[0].get_lines()}  # fmt: skip
+    plt.close(fig)
+    assert drawn == rgb

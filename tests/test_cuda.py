@@ -1,4 +1,5 @@
-"""Single runs on a GPU (``--device cuda``): the native DDPG eager and compiled, and the CLI.
+"""Single runs on a GPU (``--device cuda``): the native DDPG eager and compiled, and the CLI;
+a MuJoCo task's vector env in MuJoCo Warp on the GPU.
 
 Skipped without a CUDA device; ``benchmarks/gpu_check.sh`` runs them (and the population's
 GPU tests in ``test_population.py``) on a machine that has one. On the GPU the update's
@@ -13,7 +14,11 @@ import pytest
 import torch
 
 from agents import DDPG
+from agents.common.envs import make_env
+from agents.common.vector_envs import make_vector_env
 from agents.ddpg.replay_buffer import Batch
+
+from conftest import WARP_TOLERANCE
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -91,3 +96,40 @@ def test_train_agent_on_the_gpu_writes_and_resumes(tmp_path, train_agent, kind):
     assert again.returncode == 0, again.stderr
     steps = [row.split(",")[0] for row in evaluations.read_text().splitlines()[1:]]
     assert steps == ["200", "400", "600", "800"]
+
+
+def test_a_mujoco_task_steps_in_mujoco_warp_on_the_gpu():
+    """On a CUDA device ``auto`` steps HalfCheetah in MuJoCo Warp: its tensors are Warp's
+    memory on the GPU, ``step_tensors`` keeps every result there, and a copy equals its
+    gymnasium env from the same state (qpos, qvel, warm start) to ``WARP_TOLERANCE``
+    (``tests/test_vector_envs.py`` says why), through a time limit; ``step`` gives the
+    contract's float64 arrays on the host."""
+    pytest.importorskip(
+        "mujoco_warp", reason="MuJoCo Warp is the optional extra: pip install 'param-explore[gpu]'"
+    )
+    n, limit = 64, 10
+    vector = make_vector_env("HalfCheetah-v4", n, max_episode_steps=limit, device="cuda")
+    assert type(vector).__name__ == "WarpLocomotion" and vector.device.type == "cuda"
+    assert vector.qpos.is_cuda and vector.qpos.data_ptr() == vector.data.qpos.ptr
+    vector.reset(seed=0)
+    singles = [make_env("HalfCheetah-v4").unwrapped for _ in range(4)]
+    rng = np.random.default_rng(0)
+    for t in range(2 * limit):
+        state = (vector.qpos, vector.qvel, vector.qacc_warmstart)
+        qpos, qvel, warm = (x.cpu().numpy().astype(np.float64) for x in state)
+        actions = rng.uniform(-1, 1, (n, 6)).astype(np.float32)
+        step = vector.step_tensors(torch.as_tensor(actions, device="cuda"))
+        assert all(x.is_cuda for x in step[:5])
+        assert bool(step.truncated.all()) == (t % limit == limit - 1)
+        for i, env in enumerate(singles):
+            env.set_state(qpos[i], qvel[i])
+            env.data.qacc_warmstart[:] = warm[i]
+            obs, reward, *_ = env.step(actions[i])
+            got = step.final_obs[i].cpu().numpy()
+            np.testing.assert_allclose(got, obs, rtol=WARP_TOLERANCE, atol=WARP_TOLERANCE)
+            assert step.rewards[i].item() == pytest.approx(
+                reward, rel=WARP_TOLERANCE, abs=WARP_TOLERANCE
+            )
+    obs, rewards, terminated, truncated, _ = vector.step(np.zeros((n, 6), dtype=np.float32))
+    assert obs.dtype == rewards.dtype == np.float64 and obs.shape == (n, 17)
+    assert not terminated.any() and not truncated.any()

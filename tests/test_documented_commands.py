@@ -44,6 +44,9 @@ NOT_RUN = {
     "pip install -e '.[test,ray]' && python -m pytest -q -m \"not slow\"": "the suite itself (CI)",
     "MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 python -m "
     'pytest -q -m "trains and not slow or kernels"': "CI's second pass (.ci/run)",
+    "pip install -e '.[gpu]' && WARP_CACHE_PATH=$(mktemp -d) python -m pytest -q -n 0 -m warp": (
+        "installs: CI's MuJoCo Warp pass (.ci/run)"
+    ),
     "tensorboard --logdir runs/HalfCheetah-v4": "serves until stopped",
     "train_agent --env SparseMountainCar-v0 --opt vadam --bonus vime "
     "--set bonus.posterior=noisy-kfac": "trains 3 M steps (checked with --check)",
@@ -52,6 +55,8 @@ NOT_RUN = {
     ),
     "train_agent --env HalfCheetah-v4 --opt vadam,adam-plain --seeds 3 --steps 50000 "
     "--workers 2": "a grid of six 50 k-step runs, ~25 minutes (checked with --check)",
+    "train_agent --env Pendulum-v1 --opt vadam,adam-plain --seeds 3 --steps 20000 --track "
+    "--wandb-project pendulum": "a grid of six 20 k-step runs (checked with --check)",
     "compare_runs runs/HalfCheetah-v4 runs/Hopper-v4": "needs grids of runs of two tasks",
     "compare_runs a/HalfCheetah-v4 b/HalfCheetah-v4 --labels a,b": "needs two grids of runs",
     "python -m rl_zoo3.train --algo ddpg --env HalfCheetah-v4 -conf hyperparams/ddpg.yml "

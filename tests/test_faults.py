@@ -1094,9 +1094,11 @@ LAYERS = "[" + ",".join(["1"] * 50_000) + "]"
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--bonus", "vime", "--set", "bonus.pool_size=1e15", "--set", "bonus.min_pool_size=1"],
+        (["--bonus", "vime", "--set", "bonus.pool_size=1e15", "--set", "bonus.min_pool_size=1",
+          "--set", "bonus.fit_every=100"],
          "VIME's transition pool (bonus.pool_size=1000000000000000) "),
-        (["--bonus", "vime", "--set", "bonus.hidden_sizes=[1000000,1000000]"],
+        (["--bonus", "vime", "--set", "bonus.hidden_sizes=[1000000,1000000]",
+          "--set", "bonus.fit_every=100", "--set", "bonus.min_pool_size=100"],
          "VIME's dynamics model and its bbb posterior (bonus.hidden_sizes=[1000000, 1000000]) "),
         ([*TRPO_RUN, "--set", "trpo.n_steps=1000000000000"],
          "rollout buffer and its copy for the update (trpo.n_steps=1000000000000) "),
@@ -1212,3 +1214,103 @@ def test_b3_a_non_finite_bonus_state_is_never_saved(tmp_path):
         agent.save(path)
     saved = torch.load(path, weights_only=True)  # the last good state stays
     assert torch.isfinite(saved["bonus"]["dynamics"]["network"]["0.weight"]).all()
+
+
+# =========================================================================== round 6
+# Fault round 6 (issue 53): settings finite in float64 but not in float32, a posterior's own
+# rule, device strings, runs that never train. Each was approved by ``--check`` and then
+# failed with a traceback (or ran and trained nothing, exit 0) before the fix.
+IVON_POSTERIOR = [*VIME_RUN, "--set", "bonus.posterior=ivon"]
+
+
+def refused_alike(train_agent, tmp_path: Path, *args: str) -> str:
+    """The one line ``--check`` and the run both give for ``args`` (the same line: one
+    path), with nothing written."""
+    command = [*TINY, "--steps", "300", "--eval-every", "300", *args]
+    checked = error_line(train_agent(*command, "--check", cwd=tmp_path))
+    assert error_line(train_agent(*command, cwd=tmp_path)) == checked
+    assert not (tmp_path / "out").exists()
+    return checked
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--opt", "ivon", "--set", "optimizer_kwargs.hess_init=1e300"],
+         "hess_init must be a finite number > 0 in [1.2e-38, 3.4e+38] (float32"),
+        (["--opt", "vadam", "--set", "optimizer_kwargs.sample_constant=1e-300"],
+         "sample_constant must be a finite number >= 0: 0 or in [1.2e-38, 3.4e+38]"),
+        ([*IVON_POSTERIOR, "--set", "bonus.optimizer_kwargs.hess_init=1e300"],
+         "bonus: hess_init must be a finite number > 0 in [1.2e-38, 3.4e+38]"),
+        # h₀ = δ = 1/(N prior_std²) = 2e58: derived, named with what it derives from
+        ([*IVON_POSTERIOR, "--set", "bonus.prior_std=1e-30"],
+         "got 2e+58: the value IVON's posterior derives from bonus.prior_std = 1e-30 and N = 50"),
+        ([*IVON_POSTERIOR, "--set", "bonus.lr=1e300"],
+         "bonus.lr must be a finite number > 0 in [1.2e-38, 3.4e+38]"),
+        (["--set", "critic_lr=1e300"],
+         "critic_lr must be a finite number > 0 in [1.2e-38, 3.4e+38] (float32"),
+    ],
+    ids=["ivon hess_init", "vadam underflow", "posterior hess_init", "posterior prior_std",
+         "posterior lr", "critic_lr"],
+)  # fmt: skip
+def test_r6_1_settings_beyond_float32_are_refused_in_one_line(tmp_path, train_agent, args, message):
+    """``hess_init=1e300`` passed ``--check`` and ended in a 46-line overflow traceback
+    after a step-0 checkpoint (the posterior's derived h₀ in 55 lines)."""
+    assert message in refused_alike(train_agent, tmp_path, *args)
+
+
+@pytest.mark.parametrize(
+    ("posterior", "setting", "message"),
+    [
+        ("ivon", "weight_decay", "weight_decay must be > 0 for IVON's posterior (its prior is "
+         "N(0, 1/(ess·weight_decay))"),
+        ("noisy-adam", "kl_weight", "kl_weight must be > 0 for NoisyAdam's posterior (with "
+         "kl_weight = 0 it optimises"),
+        ("noisy-kfac", "kl_weight", "kl_weight must be > 0 for NoisyKFAC's posterior"),
+    ],
+)  # fmt: skip
+def test_r6_2_a_posteriors_own_rule_is_checked_before_the_run(
+    tmp_path, train_agent, posterior, setting, message
+):
+    """``weight_decay=0`` for IVON's posterior passed ``--check`` (only >= 0 was checked)
+    and failed at the first fit in a 35-line traceback."""
+    args = [*VIME_RUN, "--set", f"bonus.posterior={posterior}",
+            "--set", f"bonus.optimizer_kwargs.{setting}=0"]  # fmt: skip
+    if posterior == "noisy-adam":  # VO with kl_weight = 0 needs a precision of its own
+        args += ["--set", "bonus.optimizer_kwargs.initial_precision=1"]
+    line = refused_alike(train_agent, tmp_path, *args)
+    assert f"bonus: {message}" in line, line
+
+
+@pytest.mark.parametrize("device", ["cuda:x", "cuda:-1", "cuda:01", "gpu"])
+def test_r6_4_a_device_torch_does_not_parse_is_one_line(tmp_path, train_agent, device):
+    """``cuda:x`` passed the settings (any ``cuda:`` prefix did) and ended in torch's
+    13-line ``Invalid device string``, with or without ``--check``."""
+    line = refused_alike(train_agent, tmp_path, "--set", f"device={device}")
+    assert f"device must be auto, cpu, cuda or cuda:N (N a GPU's index), got '{device}'" in line
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_r6_4_a_device_this_machine_does_not_have_is_one_line(tmp_path, train_agent):
+    line = refused_alike(train_agent, tmp_path, "--set", "device=cuda:1")
+    assert "device cuda:1 was requested but no CUDA device is available" in line
+
+
+@pytest.mark.parametrize("engine", ["native", "trpo"])
+def test_r6_7_a_dynamics_model_that_diverges_in_its_fit_stops_the_run(
+    tmp_path, train_agent, engine
+):
+    """VIME's IVON posterior with a step size beyond its range diverged at the first fit;
+    training went on (every gain 0) to the last step, whose checkpoint alone said ``not
+    saved … not finite``. The fit that diverges now stops the run, naming its step."""
+    args = bonus_run(engine, "--steps", "300", "--eval-every", "300",
+                     "--set", "bonus.posterior=ivon", "--set", "bonus.lr=3e38")  # fmt: skip
+    line = error_line(train_agent(*args, cwd=tmp_path))
+    assert "VIME's dynamics model diverged: bonus.dynamics." in line, line
+    assert "not finite after 100 updates of its ivon posterior (lower bonus.lr)" in line
+    where = "at step 100" if engine == "native" else "after the rollout of steps 1-100"
+    assert f"in its fit {where}; training stopped" in line, line
+    assert "stays" in line and "latest.pt holds step 0" in line
+    run_dir = tmp_path / "out" / "Pendulum-v1" / BONUS_RUNS[engine][1].replace("bbb", "ivon")
+    state = torch.load(run_dir / "seed0" / "checkpoints" / "latest.pt", weights_only=True)
+    assert state["counters"]["num_timesteps"] == 0

@@ -115,7 +115,9 @@ def check_strategy_aggregates(env_dir: Path, band: str) -> None:
     called directly; ``se``: ± s.e. by NumPy) as TensorBoard reads it, on the runs'
     eval.csv (and on their σ events: as is, and as % change since the first record, for
     vadam; adam-plain has no weight noise and no σ); the layout's margin charts use those
-    tags, and their titles name the strategy and the band."""
+    tags, and their titles name the strategy and the band. The means share one tag across
+    strategies (one chart of all of them, lines only); each band is under its strategy's
+    name."""
     for opt in ("vadam", "adam-plain"):
         acc = EventAccumulator(str(env_dir / "compare" / opt), size_guidance={"scalars": 0})
         acc.Reload()
@@ -140,13 +142,17 @@ def check_strategy_aggregates(env_dir: Path, band: str) -> None:
             mean = values.mean(axis=0)
             se = values.std(axis=0, ddof=1) / math.sqrt(2)
             lower, upper = ci_band(values) if band == "ci" else (mean - se, mean + se)
-            prefixes = ["strategy/"] if name == "sigma_mean" else ["strategy/", f"strategy/{opt}/"]
-            for prefix in prefixes:
-                for suffix, expected in (("", mean), ("_lower", lower), ("_upper", upper)):
-                    events = acc.Scalars(f"{prefix}{name}{suffix}")
-                    assert [e.step for e in events] == steps  # each step once
-                    np.testing.assert_allclose([e.value for e in events], expected, rtol=1e-5,
-                                               atol=1e-6)  # fmt: skip
+            expected = {f"strategy/{name}": mean}
+            if name != "sigma_mean":  # σ as is: its mean only
+                base = f"strategy_band/{opt}/{name}"
+                expected.update({base: mean, f"{base}_lower": lower, f"{base}_upper": upper})
+            for tag, values in expected.items():
+                events = acc.Scalars(tag)
+                assert [e.step for e in events] == steps  # each step once
+                np.testing.assert_allclose([e.value for e in events], values, rtol=1e-5,
+                                           atol=1e-6)  # fmt: skip
+        assert not [t for t in acc.Tags()["scalars"] if t.startswith("strategy/") and
+                    t.endswith(("_lower", "_upper"))]  # fmt: skip
 
     acc = EventAccumulator(str(env_dir))
     acc.Reload()
@@ -158,16 +164,20 @@ def check_strategy_aggregates(env_dir: Path, band: str) -> None:
                for chart in category.chart if chart.HasField("margin")}  # fmt: skip
     triple = lambda base: (base, f"{base}_lower", f"{base}_upper")  # noqa: E731
     assert {(m.value, m.lower, m.upper) for m in margins.values()} == {
-        triple("strategy/eval_return"), triple("strategy/vadam/eval_return"),
-        triple("strategy/adam-plain/eval_return"), triple("strategy/sigma_change"),
-        triple("strategy/vadam/sigma_change"),
+        triple("strategy_band/vadam/eval_return"), triple("strategy_band/adam-plain/eval_return"),
+        triple("strategy_band/vadam/sigma_change"),
     }  # fmt: skip
     interval = "95 % bootstrap CI" if band == "ci" else "± 1 s.e."
     for title, margin in margins.items():
         assert interval in title
-        named = margin.value.split("/")[1]
-        if named in ("vadam", "adam-plain"):
-            assert title.startswith(f"{named}: ")
+        assert title.startswith(f"{margin.value.split('/')[1]}: ")
+    # All strategies' means, lines only: the first chart of each comparison category.
+    firsts = [category.chart[0] for category in layout.category
+              if category.title.startswith("Compare strategies")]  # fmt: skip
+    assert [list(chart.multiline.tag) for chart in firsts] == [
+        ["^strategy/eval_return$"], ["^strategy/sigma_change$"]
+    ]  # fmt: skip
+    assert firsts[0].title.startswith("eval return, all 2 strategies: mean over seeds")
 
 
 def test_a_worker_trains_one_task_after_another_in_one_process(tmp_path):

@@ -211,6 +211,48 @@ def test_a_schedule_that_never_trains_or_never_finishes_is_refused(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--set", "learning_starts=1000", "--set", "buffer_size=2000"],
+         "learning_starts (1000) leaves no update within total_steps (300): updates start once "
+         "the buffer holds more than learning_starts transitions, at step 1001"),
+        (["--set", "learning_starts=250", "--set", "train_every=200"],
+         "learning_starts (250) leaves no update within total_steps (300): updates start once "
+         "the buffer holds more than learning_starts transitions, at step 400 (every 200"),
+        (["--bonus", "vime", "--set", "bonus.fit_every=1e8"],
+         "the bonus's model would first be fitted at step 100000000 (bonus.fit_every "
+         "(100000000), bonus.min_pool_size (500)), beyond the run's 300 steps"),
+        (["--bonus", "vime", "--set", "bonus.fit_every=100", "--set", "bonus.min_pool_size=301"],
+         "the bonus's model would first be fitted at step 301 (bonus.fit_every (100), "
+         "bonus.min_pool_size (301)), beyond the run's 300 steps"),
+        (["--engine", "sb3", "--algo", "trpo", "--set", "trpo.n_steps=100", "--bonus", "vime",
+          "--set", "bonus.min_pool_size=301"],
+         "the bonus's model would first be fitted at step 400 (bonus.min_pool_size (301), "
+         "after rollouts of 100 steps), beyond the run's 300 steps"),
+    ],
+    ids=["learning_starts", "learning_starts and train_every", "bonus fit_every",
+         "bonus min_pool_size", "trpo bonus"],
+)  # fmt: skip
+def test_r6_5_a_run_that_never_trains_or_never_fits_its_bonus_is_refused(
+    tmp_path, train_agent, options, message
+):
+    """``learning_starts=1000 --steps 300`` passed ``--check`` and the run, exit 0, no line,
+    ``num_updates: 0``; a bonus never fitted ran to the end giving none."""
+    args = [*SMALL, "--steps", "300", *options]
+    checked = train_agent(*args, "--check", cwd=tmp_path)
+    assert message in error_line(checked)
+    assert error_line(train_agent(*args, cwd=tmp_path)) == error_line(checked)
+    assert not (tmp_path / "out").exists()
+
+
+def test_r6_5_the_last_step_may_be_the_first_update_or_fit(tmp_path, train_agent):
+    last = ["--set", "learning_starts=299", "--bonus", "vime", "--set", "bonus.fit_every=300",
+            "--set", "bonus.min_pool_size=300"]  # fmt: skip
+    checked = train_agent(*SMALL, "--steps", "300", *last, "--check", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+
+
 def test_the_most_updates_per_step_a_schedule_may_make_are_accepted():
     assert DDPGSettings(train_every=10, gradient_steps=10_000).gradient_steps == 10_000
 

@@ -168,6 +168,32 @@ def test_the_preset_s_first_step_by_hand():
     assert float(net.weight) == pytest.approx(expected, rel=1e-9)
 
 
+def test_the_prior_bounds_sigma_only_while_h_is_not_negative():
+    """IVON's correction keeps h + δ > 0, not h ≥ 0: its smallest h′ over all estimates ĥ is
+    (h − δ)/2, so from 0 ≤ h < δ a negative Price estimate (negative curvature, as −Q has in
+    most weights) takes h below 0 and σ = 1/√(ess (h + δ)) past the prior's width 1/√(ess δ).
+    By hand, the preset's numbers from h = 0 (σ at the width, 0.1414) with ĥ = −1:
+    h′ = 1e-5·(−1) + ½·1e-10·1/5e-5 = −9e-6, σ′ = 1/√(1e6·4.1e-5) = 0.156."""
+    net = torch.nn.Linear(1, 1, bias=False).double()
+    opt = pe.make_optimizer("ivon", net)
+    opt.resample_noise(torch.Generator().manual_seed(0))
+    opt.sampling_std()  # the state, made
+    state = opt.state[net.weight]
+    state["hess"].zero_()
+    state["noise"].fill_(1.0)
+    width = 1 / math.sqrt(1e6 * 5e-5)
+    g = -1.0 / (1e6 * 5e-5 * width)  # ĥ = ess (h + δ) σ ε g = −1
+    opt.zero_grad()
+    with opt.training_params():
+        (net.weight.sum() * g).backward()
+    opt.step()
+    h = float(state["hess"])
+    assert h == pytest.approx(-1e-5 + 0.5 * 1e-10 / 5e-5, rel=1e-9)
+    assert h + 5e-5 > 0
+    assert float(opt.sampling_std()[0]) == pytest.approx(1 / math.sqrt(1e6 * (h + 5e-5)))
+    assert float(opt.sampling_std()[0]) > width * 1.1
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [

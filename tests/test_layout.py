@@ -10,6 +10,7 @@ imported only when a run asks for that learner.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -108,10 +109,12 @@ def test_no_module_imports_one_that_imports_it_back():
 
 def test_an_optional_learner_is_imported_only_when_asked_for():
     """A plain install (no extras) runs every default command: importing the package and
-    its command-line tools does not import sb3-contrib (``--algo trpo``'s dependency)."""
+    its command-line tools does not import sb3-contrib (``--algo trpo``'s dependency) or
+    MuJoCo Warp (the ``gpu`` extra's)."""
     code = (
         "import sys, agents, agents.cli, agents.reporting.compare\n"
-        "assert 'sb3_contrib' not in sys.modules, 'sb3_contrib imported'"
+        "for name in ('sb3_contrib', 'mujoco_warp', 'warp'):\n"
+        "    assert name not in sys.modules, f'{name} imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
@@ -129,3 +132,26 @@ def test_every_package_is_installed_and_the_presets_are_package_data():
     }
     assert set(project["packages"]) == found | {"agents.presets"}
     assert project["package-dir"] == {"agents.presets": "configs"}
+
+
+#: What making one of the engines' shared decisions looks like in code → the modules that
+#: may (``docs/architecture.md``, "One engine: the stages"): compile or eager, when weight
+#: noise is redrawn, what a run needs in memory (the bonus's own check, below the settings,
+#: apart), who may share a population.
+DECISIONS = {
+    r"except CompilationError|\.run_traced\(\)": {"agents/ddpg/execution.py"},
+    r"resample\s*(==|!=)": {"agents/common/noise_redraw.py"},
+    r"\.memory_needs\(": {"agents/settings/memory.py", "agents/curiosity/vime.py"},
+    r"shared_by_members\(|in PER_MEMBER_KEYS": {"agents/settings/sharing.py"},
+}
+
+
+@pytest.mark.parametrize("pattern", DECISIONS)
+def test_each_shared_decision_is_made_in_its_one_module(pattern):
+    deciding = {
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "agents").rglob("*.py")
+        if re.search(pattern, path.read_text())
+    }
+    assert deciding <= DECISIONS[pattern], sorted(deciding - DECISIONS[pattern])
+    assert deciding, "the pattern no longer finds the decision itself"

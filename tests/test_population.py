@@ -312,6 +312,74 @@ def test_a_member_whose_bonus_overflows_stops_alone(tmp_path):
     assert steps(good.run_dir) == [200, 400]
 
 
+def fail_for(seed: int, after: int, what: str):
+    """An exception of one member's own: ``what`` raises RuntimeError once for the member of
+    ``seed``, at step ``after`` or the first call after it (a fault injected into the
+    project's code, as a bug or a library's error of that member would raise)."""
+    original = getattr(DDPG, what)
+    raised = []
+
+    def faulty(self: DDPG, *args, **kwargs):
+        if self.seed == seed and self.num_timesteps >= after and not raised:
+            raised.append(what)
+            raise RuntimeError(f"member {seed}'s {what} broke")
+        return original(self, *args, **kwargs)
+
+    return faulty
+
+
+@pytest.mark.parametrize(
+    "phase", ["open_run", "start_episode", "predict", "record", "with_bonus", "update"]
+)
+def test_r6_3_a_member_stops_alone_on_any_exception_of_its_own(tmp_path, monkeypatch, phase):
+    """Any exception one member's setup, step, bonus or update raises stops that member
+    alone, named once; the other finishes. Only a project error or the disk's did before:
+    any other (``hess_init=[1,1e300]``'s overflow) ended every member."""
+    bonus = ["bonus.kind=vime", "bonus.fit_every=100", "bonus.min_pool_size=100",
+             "bonus.hidden_sizes=[8]", "bonus.num_samples=2"]  # fmt: skip
+    # noisy K-FAC's members act and update one by one (each member's predict and update)
+    strategy = "noisy-kfac" if phase in ("predict", "update") else "vadam"
+    configs = resolve_runs(
+        [strategy], SEEDS, env="Pendulum-v1", total_steps=400, eval_every=200,
+        eval_episodes=1, logdir=str(tmp_path), compile=False,
+        set_options=["hidden_sizes=[16,16]", "learning_starts=100",
+                     *(bonus if phase == "with_bonus" else [])],
+    )  # fmt: skip
+    if phase == "open_run":  # a member's setup: its directory, its checkpoint
+        import agents.runs.population_run as population_run
+
+        original = population_run.open_run
+
+        def open_run(config, member, *args, **kwargs):
+            if config.seed == SEEDS[1]:
+                raise RuntimeError(f"member {SEEDS[1]}'s open_run broke")
+            return original(config, member, *args, **kwargs)
+
+        monkeypatch.setattr(population_run, "open_run", open_run)
+    else:
+        monkeypatch.setattr(DDPG, phase, fail_for(SEEDS[1], 150, phase))
+    good, bad = train_population(configs)
+    assert good.error is None, good.error
+    assert steps(good.run_dir) == [200, 400]
+    assert isinstance(bad.error, RuntimeError), bad.error
+    assert str(bad.error).count(f"member {SEEDS[1]}'s {phase} broke") == 1
+    if phase != "open_run":  # it trained: its last good state is kept
+        assert "last good" in str(bad.error), bad.error
+
+
+def test_r6_3_an_error_of_the_whole_population_stays_whole(tmp_path, monkeypatch):
+    """The shared vector env's batched step is every member's: an exception there (not
+    the env's own, which each member reports) ends the population."""
+    from agents.ddpg.population import Population
+
+    def broken(self, actions):
+        raise RuntimeError("the population's step broke")
+
+    monkeypatch.setattr(Population, "step_envs", broken)
+    with pytest.raises(RuntimeError, match="the population's step broke"):
+        train_population(runs(tmp_path, 400))
+
+
 @pytest.mark.trains
 def test_a_compiled_population_acts_and_updates_as_the_eager_one():
     """The compiled population (one Inductor graph for every member's update, one for every
@@ -323,7 +391,7 @@ def test_a_compiled_population_acts_and_updates_as_the_eager_one():
     compiled_configs = [settings("vadam", learning_starts=64, compile=True)] * 2
     compiled = make_population("Pendulum-v1", compiled_configs, SEEDS, "cpu")
     compiled.learn(150, [Callback(), Callback()])
-    assert compiled._update is not None and compiled._acting is not None
+    assert compiled._update.graph is not None and compiled._acting is not None
     for a, b in zip(eager.members, compiled.members, strict=True):
         for (name, p), (_, q) in zip(a.actor.named_parameters(), b.actor.named_parameters()):
             torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-4, msg=name)

@@ -137,6 +137,9 @@ class CountSettings:
     def memory_needs(self, obs_dim: int, action_dim: int, batch_size: int = 1) -> list:
         return []  # a counter
 
+    def require_fitted_within(self, total_steps: int, rollout: int | None) -> None:
+        pass  # given from the first transition
+
 
 class CountBonus:
     """scale/√n for every transition once n transitions were seen."""

@@ -359,3 +359,56 @@ def test_rl_zoo3_reloads_a_tuned_trial_as_it_trained(tmp_path):
     assert model.batch_size == 2 ** params["batch_size_pow"]
     assert model.gamma == pytest.approx(1 - params["one_minus_gamma"])
     assert model.gradient_steps == params["train_freq"]
+
+
+# --- refusals (fault round 6) ----------------------------------------------------------------
+REFUSED = {
+    "empty list": ("dict(strategy=[])", "got []"),
+    "unknown name": ("dict(strategy=['vadamx'])", "got ['vadamx']"),
+    "not a list": ("dict(strategy=3)", "got 3"),
+    "not literal": ("dict(strategy='vadam', activation_fn=nn.ReLU)", "must be literals"),
+    "vadam prior": (
+        "dict(strategy='vadam', actor_optimizer_kwargs=dict(prior_precision=1e6))",
+        "sigma0 = 0.01, an end of the tuned range 0.01-0.32, is out of reach for vadam with "
+        "actor_optimizer_kwargs {'prior_precision': 1000000.0}: it would need sample_constant "
+        "= -990000",
+    ),
+    "ivon prior": (
+        "dict(strategy='ivon', actor_optimizer_kwargs=dict(weight_decay=1e3))",
+        "is out of reach for ivon with actor_optimizer_kwargs {'weight_decay': 1000.0}: it "
+        "would need hess_init = -999.99",
+    ),
+    "bad setting": (
+        "dict(strategy='vadam', actor_optimizer_kwargs=dict(lr=-1))",
+        "policy_kwargs actor_optimizer_kwargs for vadam: lr must be a finite number > 0",
+    ),
+}
+
+
+def test_r6_6_the_sampler_refuses_an_empty_list_and_an_unreachable_sigma0():
+    """``strategy=[]`` tuned the default list (``… or STRATEGIES`` swallowed it)."""
+    for policy_kwargs in ({"strategy": []}, {"strategy": ["vadam"], "actor_optimizer_kwargs":
+                                                {"prior_precision": 20.0}}):  # fmt: skip
+        with pytest.raises(ConfigError, match=r"got \[\]|sigma0 = 0.32, an end"):
+            sample_zoo_params(zoo_trial("ParamExplorePolicy", policy_kwargs), 1, 1, {})
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_r6_6_rl_zoo3_optimize_refuses_in_one_line(tmp_path, case):
+    """Each ended in optuna's "Trial 0 failed" traceback and the re-raise (61-76 lines),
+    or, an empty list, tuned the default strategies."""
+    policy_kwargs, message = REFUSED[case]
+    (tmp_path / "tune.yml").write_text(
+        "Pendulum-v1:\n  n_timesteps: 300\n  policy: 'ParamExplorePolicy'\n"
+        f'  policy_kwargs: "{policy_kwargs}"\n'
+    )
+    result = zoo_train(
+        "--algo", "td3", "-conf", "tune.yml", "--gym-packages", "agents.sb3.zoo", "-optimize",
+        "--n-trials", "1", "--n-timesteps", "300", "--n-jobs", "1", "--sampler", "random",
+        "--pruner", "none", "--eval-episodes", "1", "--no-optim-plots", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and "failed" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(lines) == 1 and lines[0].startswith("rl_zoo3 -optimize: error: "), lines
+    assert message in lines[0], lines[0]

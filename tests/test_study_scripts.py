@@ -58,9 +58,11 @@ def test_sparse_then_vime_study_on_one_task(tmp_path):
     assert "## Success rate" in (root / "studies" / "sparse" / "comparison.md").read_text()
 
     # The VIME study adds its methods to the same run tree and reports per learner; the DDPG
-    # strategies without the bonus are the sparse study's runs above, not run again.
+    # strategies without the bonus are the sparse study's runs above, not run again. Its
+    # DDPG runs take 5000 steps: the bonus is first fitted there (bonus.fit_every), and a
+    # run that would never fit it is refused.
     plain_eval = (runs / "vadam" / "seed0" / "eval.csv").read_text()
-    run_script(root, "vime", TRPO_STEPS="5000", DDPG_STEPS="2000", **tiny)
+    run_script(root, "vime", TRPO_STEPS="5000", DDPG_STEPS="5000", **tiny)
     assert (runs / "vadam" / "seed0" / "eval.csv").read_text() == plain_eval
     trpo = {"trpo-sb3", "trpo+vime-bbb-sb3", "trpo+vime-noisy-kfac-sb3"}
     ddpg = {"adam-plain", "param-noise", "vadam"}
@@ -74,7 +76,7 @@ def test_sparse_then_vime_study_on_one_task(tmp_path):
 
     # Re-running the script redoes nothing: every run is finished.
     written = {p: p.stat().st_mtime_ns for p in runs.glob("*/seed0/eval.csv")}
-    run_script(root, "vime", TRPO_STEPS="5000", DDPG_STEPS="2000", **tiny)
+    run_script(root, "vime", TRPO_STEPS="5000", DDPG_STEPS="5000", **tiny)
     assert {p: p.stat().st_mtime_ns for p in runs.glob("*/seed0/eval.csv")} == written
 
 

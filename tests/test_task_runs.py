@@ -159,7 +159,7 @@ def test_explore_csv_follows_a_resumed_run_and_is_restored_for_a_finished_one(
     a finished run that lacks the file (trained before runs wrote it) gets it from its
     events when ``train_agent`` skips it."""
     args = ["--env", "SparseMountainCar-v0", "--opt", "ou-action", *TINY, "--set",
-            "log_every=500", "--resume"]  # fmt: skip
+            "log_every=500", "--resume", "--set", "learning_starts=999"]  # fmt: skip
     assert train_agent(*args, "--steps", "1000", cwd=tmp_path).returncode == 0
     run_dir = tmp_path / "out" / "SparseMountainCar-v0" / "ou-action" / "seed0"
     assert [r["step"] for r in read_explore_csv(run_dir / "explore.csv")] == [500, 1000]
@@ -198,7 +198,10 @@ BAD_SETTINGS = {
 @pytest.mark.parametrize("case", list(BAD_SETTINGS), ids=list(BAD_SETTINGS))
 def test_a_bad_task_setting_gives_one_clear_line(tmp_path, case, train_agent):
     args, message = BAD_SETTINGS[case]
-    assert message in error_line(train_agent("--steps", "1", *args, cwd=tmp_path))
+    line = error_line(
+        train_agent("--steps", "1", "--set", "learning_starts=0", *args, cwd=tmp_path)
+    )
+    assert message in line
     assert not (tmp_path / "runs").exists()  # nothing was started
 
 
@@ -267,12 +270,13 @@ def test_compare_runs_scores_real_runs_of_a_sparse_task_by_success_rate(
     tmp_path, train_agent, capsys
 ):
     """``compare_runs`` reads an empty ``success_rate`` cell as a damaged file: two real runs
-    of a sparse task (no updates: what is written is under test, not learning) fill every
-    row, and the comparison scores the task by their success rates."""
+    of a sparse task (one update, at the last step: what is written is under test, not
+    learning; a run with none is refused) fill every row, and the comparison scores the
+    task by their success rates."""
     for seed in ("0", "1"):
         result = train_agent(
             "--env", "SparseDoublePendulum-v0", "--opt", "param-noise", "--seed", seed,
-            "--steps", "2000", *TINY, "--set", "learning_starts=2000", cwd=tmp_path,
+            "--steps", "2000", *TINY, "--set", "learning_starts=1999", cwd=tmp_path,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
     runs = tmp_path / "out" / "SparseDoublePendulum-v0"
@@ -296,7 +300,7 @@ def test_a_run_shorter_than_eval_every_is_evaluated_at_its_end(tmp_path, train_a
     success rate, once, at step 300."""
     args = ["--env", "SparseDoublePendulum-v0", "--opt", "param-noise", "--steps", "300",
             "--eval-episodes", "1", "--set", "hidden_sizes=[8,8]", "--set",
-            "learning_starts=300", "--no-compile", "--no-progress", "--logdir", "out"]  # fmt: skip
+            "learning_starts=299", "--no-compile", "--no-progress", "--logdir", "out"]  # fmt: skip
     assert train_agent(*args, cwd=tmp_path).returncode == 0
     run_dir = tmp_path / "out" / "SparseDoublePendulum-v0" / "param-noise" / "seed0"
     rows = read_eval_csv(run_dir / "eval.csv")

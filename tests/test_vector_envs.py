@@ -9,6 +9,7 @@ single env's when both draw from the same stream). Nothing here learns.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import gymnasium as gym
@@ -22,21 +23,26 @@ from agents.common.errors import ConfigError
 from agents.common.vector_envs import LoopVectorEnv, make_vector_env
 from agents.tasks import with_task_report
 
+from conftest import WARP_TOLERANCE
 
-def assert_same_infos(got: dict[str, Any], expected: dict[str, Any], where: str) -> None:
-    """The same keys, and equal arrays (object arrays element by element), recursively."""
+
+def assert_same_infos(
+    got: dict[str, Any], expected: dict[str, Any], where: str, tol: float = 1e-12
+) -> None:
+    """The same keys, and equal arrays (object arrays element by element) to ``tol``,
+    recursively."""
     assert sorted(got) == sorted(expected), where
     for key, value in expected.items():
         if isinstance(value, dict):
-            assert_same_infos(got[key], value, f"{where}/{key}")
+            assert_same_infos(got[key], value, f"{where}/{key}", tol)
         elif value.dtype == object:
             for a, b in zip(got[key], value, strict=True):
                 assert (a is None) == (b is None), f"{where}/{key}"
                 if b is not None:
-                    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=where)
+                    np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=where)
         else:
             assert got[key].dtype == value.dtype, f"{where}/{key}"
-            np.testing.assert_allclose(got[key], value, rtol=1e-12, atol=1e-12, err_msg=where)
+            np.testing.assert_allclose(got[key], value, rtol=tol, atol=tol, err_msg=where)
 
 
 def same_step(envs: list[gym.Env], actions: np.ndarray, place=None) -> tuple:
@@ -68,7 +74,7 @@ def assert_same_step(got: tuple, want: tuple, where: str, rtol: float = 0.0) -> 
     for a, b in zip(got[:4], want[:4], strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape, where
         np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol, err_msg=where)
-    assert_same_infos(got[4], want[4], where)
+    assert_same_infos(got[4], want[4], where, max(rtol, 1e-12))
 
 
 # ------------------------------------------------------------------------------ the loop
@@ -195,6 +201,15 @@ def test_the_batched_cars_start_states_are_one_draw_from_the_single_cars_range()
     assert -0.6 <= many.position.min() < -0.59 and -0.41 < many.position.max() < -0.4
 
 
+def start_both(vector: gym.vector.VectorEnv, singles: list[gym.Env], place) -> None:
+    """Four copies started from seeds, each single env reset, then put at its copy's start
+    state (``place(i)`` returns its observation there, which must be the copy's)."""
+    obs, _ = vector.reset(seed=[7, 8, 9, 10])
+    for single in singles:
+        single.reset(seed=0)
+    np.testing.assert_allclose(obs, np.stack([place(i) for i in range(4)]), rtol=1e-12)
+
+
 # --------------------------------------------------------------------------------- MuJoCo
 MUJOCO = {  # id: (its batched class, episode limit for the test)
     "HalfCheetah-v4": ("BatchedLocomotion", 90),
@@ -242,10 +257,7 @@ def test_a_batched_mujoco_task_is_its_gymnasium_env_step_by_step(env_id, env_kwa
         env.set_state(vector.qpos[i].copy(), vector.qvel[i].copy())
         return env._get_obs()
 
-    obs, _ = vector.reset(seed=[7, 8, 9, 10])
-    for single in singles:
-        single.reset(seed=0)
-    np.testing.assert_allclose(obs, np.stack([place(i) for i in range(n)]), rtol=1e-12)
+    start_both(vector, singles, place)
     rng = np.random.default_rng(2)
     high = vector.single_action_space.high
     ends = 0
@@ -331,3 +343,152 @@ def test_a_batched_reset_seeds_as_the_loop_does_and_resets_the_masked_rows_only(
     np.testing.assert_array_equal(obs[~mask], moved[~mask])
     assert not np.array_equal(obs[1], moved[1]) and not np.array_equal(obs[1], first[1])
     assert vector.pop_coverage() == [{}, {}, {}]
+
+
+# ---------------------------------------------------------------------- the backend chosen
+def test_the_backend_is_chosen_by_name_and_device(monkeypatch):
+    """On a CPU, ``auto`` is the batch; ``loop`` and ``batch`` are what they say; an unknown
+    backend, ``warp`` for an env without a Warp implementation, and ``warp`` without MuJoCo
+    Warp installed (as in a plain install: the module absent) are one ConfigError line each,
+    the last naming the extra."""
+    assert type(make_vector_env("HalfCheetah-v4", 2)).__name__ == "BatchedLocomotion"
+    assert type(make_vector_env("HalfCheetah-v4", 2, backend="batch")).__name__ == (
+        "BatchedLocomotion"
+    )
+    assert isinstance(make_vector_env("HalfCheetah-v4", 2, backend="loop"), LoopVectorEnv)
+    with pytest.raises(ConfigError, match="backend must be one of auto, warp, batch, loop"):
+        make_vector_env("HalfCheetah-v4", 2, backend="gpu")
+    with pytest.raises(ConfigError, match="Pendulum-v1 has no MuJoCo Warp implementation"):
+        make_vector_env("Pendulum-v1", 2, backend="warp")
+    monkeypatch.setitem(sys.modules, "mujoco_warp", None)  # what an import then finds: none
+    with pytest.raises(
+        ConfigError, match=r"^the warp vector env backend needs mujoco_warp.*"
+    ) as err:
+        make_vector_env("HalfCheetah-v4", 2, backend="warp")
+    assert str(err.value).endswith("pip install 'param-explore[gpu]'")
+    assert "\n" not in str(err.value)
+
+
+# ------------------------------------------------------------------------------ MuJoCo Warp
+
+
+@pytest.fixture(scope="session")
+def warp_cpu() -> str:
+    """Warp's CPU backend, with every Warp task's kernels compiled: once per session, and
+    once per kernel cache (``WARP_CACHE_PATH``) — minutes when it is cold."""
+    pytest.importorskip(
+        "mujoco_warp", reason="MuJoCo Warp is the optional extra: pip install 'param-explore[gpu]'"
+    )
+    for env_id in sorted(vector_envs.WARP):
+        vector = make_vector_env(env_id, 1, backend="warp", device="cpu")
+        vector.reset(seed=0)
+        vector.step(np.zeros(vector.action_space.shape, dtype=np.float32))
+    return "cpu"
+
+
+@pytest.mark.slow
+@pytest.mark.warp
+@pytest.mark.parametrize(
+    ("env_id", "env_kwargs"),
+    [("HalfCheetah-v4", {}), ("Hopper-v4", {}), *KWARGS[:2]],
+)
+def test_a_warp_task_is_its_gymnasium_env_step_by_step(env_id, env_kwargs, warp_cpu):
+    """Each copy, with its gymnasium env put into the Warp env's state before every step
+    (qpos, qvel and the solver's warm start, float32 values both sides can hold), stepped
+    with the same random actions (a fifth beyond the bounds), gives its env's observations,
+    rewards, terminations, truncations and infos, with the same dtypes, to
+    ``WARP_TOLERANCE`` = 2.5e-3, relative and absolute; 60 steps of 20-step episodes (and
+    the hopper's falls), with the defaults and other settings. A copy that starts again has
+    the start ``mj_resetData`` gives: the solver's warm start and the time cleared.
+
+    The tolerance: MuJoCo Warp computes in float32 where MuJoCo computes in float64, which
+    its documentation ("Why are numerical results from MJWarp and MuJoCo different?") names
+    as the reason its results differ, the constraint solver and collisions the most
+    sensitive (it also raises the solver's tolerance to 1e-6 for float32); its own tests
+    compare one ``mjw.step`` with one ``mj_step`` from the same state to 5e-4, relative and
+    absolute (``mujoco_warp/_src/forward_test.py``: "mostly due to float precision"). One
+    action of these tasks is frame_skip = 5 such steps: 5 × 5e-4. Rewards and x velocities
+    are velocities (a displacement over dt), bound as MuJoCo Warp's tests bound qvel.
+    Measured here on Warp's CPU backend: at most 4.2e-4 (HalfCheetah, in contact), 1.8e-6
+    (Hopper); a wrong term (a sign, a cost, the hopper's velocity clip) is off by 1e-1 or
+    more."""
+    n, limit = 4, 20
+    vector = make_vector_env(
+        env_id, n, env_kwargs, max_episode_steps=limit, backend="warp", device=warp_cpu
+    )
+    assert type(vector).__name__ == "WarpLocomotion"
+    singles = [make_env(env_id, env_kwargs, max_episode_steps=limit) for _ in range(n)]
+
+    def place(i: int) -> np.ndarray:
+        env = singles[i].unwrapped
+        state = (vector.qpos[i], vector.qvel[i], vector.qacc_warmstart[i])
+        qpos, qvel, warm = (np.array(x.numpy(), dtype=np.float64) for x in state)
+        env.set_state(qpos, qvel)
+        env.data.qacc_warmstart[:] = warm
+        return env._get_obs()
+
+    start_both(vector, singles, place)
+    rng = np.random.default_rng(2)
+    high = vector.single_action_space.high
+    ends = np.zeros(2, dtype=int)
+    for t in range(60):
+        for i in range(n):
+            place(i)
+        actions = (rng.uniform(-1.2, 1.2, (n, *high.shape)) * high).astype(np.float32)
+        got = vector.step(actions)
+        want = same_step(singles, actions, place)
+        assert_same_step(got, want, f"step {t}", rtol=WARP_TOLERANCE)
+        done = got[2] | got[3]
+        assert (vector.qacc_warmstart[done] == 0).all() and (vector.time[done] == 0).all()
+        ends += [got[2].sum(), got[3].sum()]
+    assert ends.sum() >= 2 * n and ends[1] >= 2  # copies started again, at their time limit
+    if env_id == "Hopper-v4" and env_kwargs.get("terminate_when_unhealthy", True):
+        assert ends[0] >= 2  # and when hoppers fell
+
+
+@pytest.mark.slow
+@pytest.mark.warp
+def test_a_warp_task_starts_and_steps_as_tensors_shared_with_warp(warp_cpu):
+    """The same seeds give the same start states, other seeds others, every one within
+    HalfCheetah's (qpos: init ± 0.1; qvel: init + 0.1·N(0, 1)); ``reset_mask`` restarts its
+    rows only. The tensors are Warp's memory (no copy); ``step_tensors`` keeps everything on
+    the device, and ``step`` returns its results, cast to the single env's dtypes."""
+    import torch
+
+    n = 200
+    vector = make_vector_env("HalfCheetah-v4", n, backend="warp", device=warp_cpu)
+    obs, _ = vector.reset(seed=3)
+    assert obs.dtype == np.float64 and obs.shape == (n, 17)
+    np.testing.assert_array_equal(vector.reset(seed=list(range(3, 3 + n)))[0], obs)
+    assert not np.isclose(vector.reset(seed=4)[0], obs).any()
+    qpos, qvel = vector.qpos.numpy(), vector.qvel.numpy()
+    assert len(np.unique(qpos, axis=0)) == n
+    assert np.abs(qpos).max() <= 0.1 and np.abs(qpos).max() > 0.099
+    assert 0.095 < qvel.std() < 0.105 and abs(qvel.mean()) < 0.01
+    assert vector.qpos.data_ptr() == vector.data.qpos.ptr
+    assert vector.qvel.data_ptr() == vector.data.qvel.ptr
+
+    state = [x.clone() for x in (vector.qpos, vector.qvel, vector.qacc_warmstart)]
+    generator = vector.generator.get_state()
+    actions = np.random.default_rng(0).uniform(-1, 1, (n, 6)).astype(np.float32)
+    step = vector.step_tensors(torch.as_tensor(actions))
+    assert all(x.device == vector.device for x in step[:5])
+    assert step.obs.dtype == torch.float32 and step.terminated.dtype == torch.bool
+    torch.testing.assert_close(step.obs, torch.cat([vector.qpos[:, 1:], vector.qvel], dim=1))
+    for x, saved in zip((vector.qpos, vector.qvel, vector.qacc_warmstart), state, strict=True):
+        x.copy_(saved)
+    vector.generator.set_state(generator)
+    vector._elapsed.zero_()
+    obs, rewards, terminated, truncated, infos = vector.step(actions)
+    np.testing.assert_array_equal(obs, step.obs.numpy())
+    np.testing.assert_array_equal(rewards, step.rewards.numpy())
+    assert rewards.dtype == np.float64 and not terminated.any() and not truncated.any()
+    assert infos["reward_ctrl"].dtype == np.float32 and infos["x_position"].dtype == np.float64
+
+    mask = np.zeros(n, dtype=bool)
+    mask[[3, 50]] = True
+    moved = vector.qpos.numpy().copy()
+    vector.reset(options={"reset_mask": mask})
+    np.testing.assert_array_equal(vector.qpos.numpy()[~mask], moved[~mask])
+    assert not np.isclose(vector.qpos.numpy()[mask], moved[mask]).any()
+    assert vector.pop_coverage() == [{}] * n

@@ -11,7 +11,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from param_explore import validation
@@ -60,6 +60,15 @@ def require_finishable(name: str, updates_per_step: float, how: str) -> None:
         f"{name} makes {updates_per_step:g} updates per environment step ({how}), more than "
         f"the {MAX_UPDATES_PER_STEP} a run may make: a schedule no run finishes",
     )
+
+
+def require_valid(check: Callable[[str, Any], Any], name: str, value: Any) -> None:
+    """``check(name, value)``, one of :mod:`param_explore.validation`'s (e.g. a number > 0
+    within float32, the dtype it lives in), its ValueError as one ConfigError line."""
+    try:
+        check(name, value)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def require_known(what: str, given: Iterable[str], valid: Iterable[str]) -> None:

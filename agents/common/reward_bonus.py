@@ -33,6 +33,12 @@ class BonusSettings(Protocol):
     def values(self) -> dict[str, Any]:
         """The settings-file form (every setting, ``kind`` included)."""
 
+    def require_fitted_within(self, total_steps: int, rollout: int | None) -> None:
+        """One ConfigError line unless the bonus's model is first fitted within a run of
+        ``total_steps`` (``rollout``: an on-policy learner's steps per rollout, after each of
+        which it fits; None for an off-policy learner): a bonus never fitted is never given,
+        as updates that never come (``train_every`` beyond the run) are refused."""
+
     def memory_needs(self, obs_dim: int, action_dim: int, batch_size: int = 1) -> list[MemoryNeed]:
         """What the bonus these settings make needs in memory at least, for an env's
         observation and action sizes and a learner that scores ``batch_size`` transitions
@@ -67,6 +73,17 @@ class RewardBonus(Protocol):
         first: :class:`~agents.common.errors.CheckpointError` saying what is not valid, and
         nothing loaded. ``steps``: the learner's environment steps when it was saved, one
         transition each (None when unknown), which bounds what the state may count."""
+
+
+def fitted(bonus: RewardBonus, where: str) -> bool:
+    """``bonus.fit()``; a model that diverged in it (the bonus's own NonFiniteDataError)
+    stops the run as a non-finite bonus does, one line saying ``where`` (``in its fit at
+    step 5000``), instead of training on with a bonus of zeros to a state no checkpoint
+    takes."""
+    try:
+        return bonus.fit()
+    except NonFiniteDataError as err:
+        raise NonFiniteDataError(f"{err}, {where}; training stopped") from None
 
 
 def scored(bonus: RewardBonus, obs: Any, actions: Any, next_obs: Any, where: str) -> Tensor:

@@ -1,12 +1,21 @@
-"""N copies of one env stepped together: the project's batched implementation of a task, or
-a loop over gymnasium envs.
+"""N copies of one env stepped together: the project's batched implementation of a task, its
+MuJoCo Warp implementation on a GPU, or a loop over gymnasium envs.
 
 A population steps its members' envs, and a test phase its members' test episodes, as one
-:class:`gymnasium.vector.VectorEnv` from :func:`make_vector_env`. Where the project has a
-batched implementation of the id (:data:`BATCHED`: array code over the copies, one MuJoCo
-``mujoco.batch.Batch`` for a MuJoCo task) that is what it returns; any other env is a
-:class:`LoopVectorEnv`, gymnasium's ``SyncVectorEnv`` over :func:`make_env` copies (a Python
-loop, as a population stepped before), and the log says so once per env id.
+:class:`gymnasium.vector.VectorEnv` from :func:`make_vector_env`. Which kind is its
+``backend`` (one of :data:`BACKENDS`), decided there and nowhere else:
+
+* ``batch``: where the project has a batched implementation of the id (:data:`BATCHED`: array
+  code over the copies, one MuJoCo ``mujoco.batch.Batch`` for a MuJoCo task) that is what it
+  returns; any other env is a :class:`LoopVectorEnv`, gymnasium's ``SyncVectorEnv`` over
+  :func:`make_env` copies (a Python loop, as a population stepped before), and the log says
+  so once per env id;
+* ``loop``: the :class:`LoopVectorEnv` for any env;
+* ``warp``: the MuJoCo Warp implementation (:data:`WARP`; the optional extra ``gpu``) on the
+  ``device`` asked for — a CUDA device, or Warp's CPU backend for ``cpu``; an id without one,
+  or MuJoCo Warp not installed, is one :class:`ConfigError` line;
+* ``auto`` (the default): ``warp`` on a CUDA device for an id in :data:`WARP` when MuJoCo
+  Warp is installed (without it the log says once how to install it), ``batch`` otherwise.
 
 **The contract** every vector env this module returns keeps, so that its user cannot tell
 the two apart but by speed:
@@ -43,6 +52,10 @@ an autoreset draws the start states of the copies that finished, in row order (o
 for all of them). With ``None`` among the seeds, the generator takes fresh entropy. A
 :class:`LoopVectorEnv` seeds each copy as ``SyncVectorEnv`` does.
 
+The Warp envs keep the contract to a tolerance instead (float32 physics), draw their start
+states from a ``torch.Generator`` on their device, and also step as torch tensors on the
+device without a copy (:mod:`agents.tasks.warp_locomotion`).
+
 Measured (N = 10 copies, random actions, 2 s each, side by side on a 2-core machine that
 others loaded): ``SparseMountainCar-v0`` batched 95 k env-steps/s against the loop's 39 k
 (2.4×), ``HalfCheetah-v4`` 9.1–9.6 k against 5.7–5.9 k (1.6×; the simulation itself is 90 %
@@ -52,14 +65,17 @@ of the batched step).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
+from .devices import resolve_device
 from .envs import coverage_statistics, episode_limit, from_unit_range, make_env
 from .errors import ConfigError
 
@@ -80,6 +96,22 @@ BATCHED: dict[str, str] = {
     "Walker2d-v4": "agents.tasks.locomotion_batch:batched_locomotion",
     "Ant-v4": "agents.tasks.locomotion_batch:batched_locomotion",
 }
+
+#: env id → ``"module:callable"`` of its MuJoCo Warp implementation (the ``gpu`` extra),
+#: imported when first used. The callable takes ``BATCHED``'s arguments and the Warp device
+#: name, and returns None for an env it cannot represent (then ``auto`` falls back to
+#: ``batch`` and ``warp`` is refused).
+WARP: dict[str, str] = {
+    "HalfCheetah-v4": "agents.tasks.warp_locomotion:warp_locomotion",
+    "Hopper-v4": "agents.tasks.warp_locomotion:warp_locomotion",
+}
+
+#: What the ``warp`` backend imports, and the extra that installs it (pyproject.toml).
+WARP_MODULES = ("warp", "mujoco_warp")
+WARP_INSTALL = "pip install 'param-explore[gpu]'"
+
+#: The kinds of vector env :func:`make_vector_env` builds (module docstring).
+BACKENDS = ("auto", "warp", "batch", "loop")
 
 _said: set[str] = set()
 
@@ -103,6 +135,8 @@ def make_vector_env(
     *,
     normalize_actions: bool = False,
     wrap: Callable[[gym.Env], gym.Env] | None = None,
+    backend: str = "auto",
+    device: str | torch.device = "cpu",
 ) -> VectorEnv:
     """``num_envs`` copies of ``env_id`` as one vector env keeping the module's contract.
 
@@ -111,29 +145,83 @@ def make_vector_env(
     takes the actions in [−1, 1] as :class:`agents.common.envs.NormalizedActions` does.
     ``wrap`` is applied to each copy of the loop (the runs give
     :func:`agents.tasks.with_task_report`); a batched implementation reports its task itself.
+    ``backend`` picks the kind (module docstring) and ``device`` (a run's ``--device``:
+    ``auto``, ``cpu``, ``cuda``, ``cuda:N``) is where ``auto`` and ``warp`` look.
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    kind = backend
+    if backend in ("auto", "warp"):
+        device = resolve_device(device)
+        kind = _warp_or_batch(env_id, backend, device)
     single = make_env(env_id, env_kwargs, max_episode_steps)
+    limit = episode_limit(single)
     vector = None
-    entry_point = BATCHED.get(env_id)
-    if entry_point is not None:
-        module, name = entry_point.split(":")
-        make_batched = getattr(importlib.import_module(module), name)
-        vector = make_batched(single, num_envs, episode_limit(single))
+    if kind == "warp":
+        vector = _implementation(WARP[env_id])(single, num_envs, limit, str(device))
+        if vector is None and backend == "warp":
+            single.close()
+            raise ConfigError(f"{env_id} with these settings has no MuJoCo Warp implementation")
+    if vector is None and kind != "loop":
+        entry_point = BATCHED.get(env_id)
+        if entry_point is not None:
+            vector = _implementation(entry_point)(single, num_envs, limit)
+        if vector is None:
+            why = (
+                "no batched implementation"
+                if entry_point is None
+                else ("settings its batched form does not model")
+            )
+            _say_once(env_id, f"{env_id}: {why}; its {num_envs} copies step in a Python loop")
     if vector is None:
-        why = (
-            "no batched implementation"
-            if entry_point is None
-            else "settings its batched form does not model"
-        )
-        _say_once(env_id, f"{env_id}: {why}; its {num_envs} copies step in a Python loop")
         vector = _loop(single, num_envs, env_id, env_kwargs, max_episode_steps, wrap)
     else:
         single.close()
     if normalize_actions:
         vector = NormalizedVectorActions(vector)
     return vector
+
+
+def _implementation(entry_point: str) -> Callable[..., VectorEnv | None]:
+    module, name = entry_point.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _warp_or_batch(env_id: str, backend: str, device: torch.device) -> str:
+    """``auto`` and ``warp`` resolved: ``warp`` where it applies and can be imported (a
+    ``warp`` that cannot is one error line), ``batch`` otherwise."""
+    if backend == "auto" and (device.type != "cuda" or env_id not in WARP):
+        return "batch"
+    if env_id not in WARP:
+        raise ConfigError(
+            f"{env_id} has no MuJoCo Warp implementation (the warp backend steps "
+            f"{', '.join(sorted(WARP))})"
+        )
+    if backend == "auto" and not _installed(WARP_MODULES):
+        _say_once(
+            f"{env_id}:warp",
+            f"{env_id} on {device}: MuJoCo Warp is not installed, so its copies step on the "
+            f"CPU in one MuJoCo batch ({WARP_INSTALL} steps them on the GPU)",
+        )
+        return "batch"
+    require_mujoco_warp()
+    return "warp"
+
+
+def require_mujoco_warp() -> None:
+    """MuJoCo Warp importable, or one :class:`ConfigError` line naming the extra."""
+    for module in WARP_MODULES:
+        if not _installed((module,)):
+            raise ConfigError(
+                f"the warp vector env backend needs {module}, an optional dependency: "
+                f"{WARP_INSTALL}"
+            )
+
+
+def _installed(modules: tuple[str, ...]) -> bool:
+    return all(importlib.util.find_spec(module) is not None for module in modules)
 
 
 def _loop(

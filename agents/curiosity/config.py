@@ -22,6 +22,7 @@ import torch
 
 import param_explore
 from param_explore.posterior import GainShape
+from param_explore.validation import require_positive
 
 from ..common.checks import (
     coerce_fields,
@@ -29,6 +30,7 @@ from ..common.checks import (
     require,
     require_finishable,
     require_layers,
+    require_valid,
 )
 from ..common.errors import ConfigError
 from ..common.memory_budget import FLOAT32, MemoryNeed
@@ -110,8 +112,7 @@ class VimeConfig:
             "likelihood_std", "prior_std", "updates_per_step", "second_order_step",
             "max_information_gain",
         ):  # fmt: skip
-            value = getattr(self, key)
-            require(value > 0, f"bonus.{key} must be > 0, got {value}")
+            require_valid(require_positive, f"bonus.{key}", getattr(self, key))
         for key in (
             "num_samples", "pool_size", "min_pool_size", "pool_batch_size", "kl_batches",
             "fit_every", "median_window",
@@ -139,9 +140,9 @@ class VimeConfig:
         )
         require_layers("bonus.hidden_sizes", self.hidden_sizes)
         if self.lr is not None:
-            require(self.lr > 0, f"bonus.lr must be > 0, got {self.lr}")
-        try:  # the posterior optimizer's own checks, without building it
-            param_explore.checked_hyperparameters(self.posterior_class, optimizer_settings(self))
+            require_valid(require_positive, "bonus.lr", self.lr)
+        try:  # the posterior's own checks, without building it (as it is built)
+            optimizer_settings(self)
         except (ValueError, TypeError) as err:
             raise ConfigError(f"bonus: {err}") from None
 
@@ -149,6 +150,26 @@ class VimeConfig:
     def from_mapping(cls, settings: Mapping[str, Any]) -> VimeConfig:
         """The checked settings of a ``bonus:`` mapping (``kind`` may be left out)."""
         return record_from_mapping(cls, settings, "bonus setting(s)")
+
+    def require_fitted_within(self, total_steps: int, rollout: int | None) -> None:
+        """The model is first fitted once the pool holds ``min_pool_size`` transitions, at
+        the first check after that: an off-policy learner checks every step once
+        ``fit_every`` steps have passed, an on-policy one after each ``rollout``, and its
+        run ends with a whole rollout. One line unless that comes within ``total_steps``."""
+        if rollout is None:
+            first = max(self.fit_every, self.min_pool_size)
+            what = f"bonus.fit_every ({self.fit_every}), bonus.min_pool_size ({self.min_pool_size})"
+            last = total_steps
+        else:
+            first = -(-self.min_pool_size // rollout) * rollout
+            what = f"bonus.min_pool_size ({self.min_pool_size}), after rollouts of {rollout} steps"
+            last = -(-total_steps // rollout) * rollout
+        require(
+            first <= last,
+            f"the bonus's model would first be fitted at step {first} ({what}), beyond the "
+            f"run's {total_steps} steps: it would never be fitted, so this run would never "
+            "give a bonus",
+        )
 
     def label(self) -> str:
         """How a run directory names the bonus: ``vime-<posterior>``."""
@@ -233,13 +254,17 @@ class VimeConfig:
 def optimizer_settings(config: VimeConfig) -> dict[str, Any]:
     """The keyword arguments of the posterior's optimizer: its VI form for N = ``num_data``
     and η = ``prior_std``² (``Posterior.posterior_settings``), then ``lr`` and
-    ``optimizer_kwargs``."""
-    settings = config.posterior_class.posterior_settings(
-        num_data=float(config.num_data), prior_variance=config.prior_std**2
+    ``optimizer_kwargs``, checked by the posterior's own checks
+    (:func:`param_explore.checked_posterior_settings`: the one path of ``--check`` and the
+    run)."""
+    overrides = {} if config.lr is None else {"lr": config.lr}
+    return param_explore.checked_posterior_settings(
+        config.posterior_class,
+        float(config.num_data),
+        config.prior_std**2,
+        {**overrides, **config.optimizer_kwargs},
+        prior=f"bonus.prior_std = {config.prior_std:g}",
     )
-    if config.lr is not None:
-        settings["lr"] = config.lr
-    return {**settings, **config.optimizer_kwargs}
 
 
 def make_posterior_optimizer(

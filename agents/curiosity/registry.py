@@ -1,12 +1,13 @@
 """Curiosity bonuses by kind: what ``--bonus KIND`` and a run's ``bonus:`` mapping mean.
 
 **Adding a bonus** is its module and one entry of :data:`BONUSES`: a settings record (a
-dataclass checked when made, with ``kind``, ``label()``, ``values()`` and
-``memory_needs()``; :class:`agents.common.reward_bonus.BonusSettings`) and a function that
-makes the bonus for an env's spaces (an :class:`agents.common.reward_bonus.RewardBonus`,
-whose ``load_state_dict`` checks a checkpoint's state before loading it). ``train_agent
---bonus KIND`` and ``bonus.<key>`` settings, the run directory's name, checkpoints and
-both learners that take a bonus (the native DDPG, TRPO) then work with it unchanged.
+dataclass checked when made, with ``kind``, ``label()``, ``values()``, ``memory_needs()``
+and ``require_fitted_within()``; :class:`agents.common.reward_bonus.BonusSettings`) and a
+function that makes the bonus for an env's spaces (an
+:class:`agents.common.reward_bonus.RewardBonus`, whose ``load_state_dict`` checks a
+checkpoint's state before loading it). ``train_agent --bonus KIND`` and ``bonus.<key>``
+settings, the run directory's name, checkpoints and both learners that take a bonus (the
+native DDPG, TRPO) then work with it unchanged.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from stable_baselines3.common.type_aliases import ReplayBufferSamples
 from stable_baselines3.common.vec_env import VecNormalize
 
 from ..common.errors import ConfigError
-from ..common.reward_bonus import RewardBonus, scored
+from ..common.reward_bonus import RewardBonus, fitted, scored
 from .vime import Settings, make_vime_bonus
 
 
@@ -175,5 +175,6 @@ class VimeCallback(BaseCallback):
                 last_values=self.locals["values"], dones=self.locals["dones"]
             )
         self.bonus.add(obs, actions, next_obs)
-        self.bonus.fit()
+        last = self.model.num_timesteps
+        fitted(self.bonus, f"in its fit after the rollout of steps {last - len(obs) + 1}-{last}")
         self._transitions = []

@@ -133,7 +133,8 @@ class VimeBonus:
     def fit(self) -> bool:
         """Train on the pool: ``updates_per_step`` minibatch steps per transition added since
         the last fit (at least one). Nothing while the pool holds fewer than
-        ``min_pool_size``; returns whether it trained. A stop request (Ctrl-C, SIGTERM)
+        ``min_pool_size``; returns whether it trained; NonFiniteDataError when the model
+        diverged (its state is not finite). A stop request (Ctrl-C, SIGTERM)
         ends the fit between two of its updates, as it ends a round of the agent's
         (:func:`~agents.common.stop_requests.unless_stopped`); the rest is not made up."""
         cfg = self.config
@@ -143,6 +144,12 @@ class VimeBonus:
         nll, updates = self.train(max(1, round(cfg.updates_per_step * self.steps_since_fit)))
         if updates == 0:  # stopped before the first
             return False
+        bad = non_finite_entries(self.dynamics.state_dict(), "bonus.dynamics.")
+        if bad:  # every later gain would be 0, and the run's end could not save it
+            raise NonFiniteDataError(
+                f"VIME's dynamics model diverged: {listed(bad)} not finite after "
+                f"{updates} updates of its {self.config.posterior} posterior (lower bonus.lr)"
+            )
         kl = self.dynamics.kl_to_prior()
         self._fit_log = {
             "dynamics/nll": nll,

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -59,11 +58,13 @@ from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import coverage_statistics, env_id, make_env
 from ..common.errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
-from ..common.memory_budget import check_memory
-from ..common.reward_bonus import RewardBonus, scored
+from ..common.noise_redraw import redrawn
+from ..common.reward_bonus import RewardBonus, fitted, scored
 from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
-from .compiled_update import CompilationError, CompiledUpdate
+from ..settings.memory import check_learners
+from .compiled_update import CompiledUpdate
+from .execution import ChosenUpdate
 from .networks import Actor, Critic
 from .observations import ObservationStatistics
 from .replay_buffer import Batch, ReplayBuffer
@@ -80,6 +81,16 @@ def _measurement_seed(seed: int) -> int:
     """The seed of a run's measurement generator: a stream of its own, not the training
     generator's (which the same seed would repeat)."""
     return int(np.random.SeedSequence([seed, 1]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def _seeded_generator(device: torch.device, seed: int | None) -> torch.Generator:
+    """A generator on ``device`` seeded with ``seed``, or from fresh entropy if None."""
+    generator = torch.Generator(device=device)
+    if seed is not None:
+        generator.manual_seed(seed)
+    else:
+        generator.seed()
+    return generator
 
 
 class Transition(NamedTuple):
@@ -132,13 +143,46 @@ class DDPG:
         obs_dim = self.env.observation_space.shape[0]
         action_space = self.env.action_space
         # before allocating (a buffer that was given is allocated already)
-        needs = cfg.memory_needs(obs_dim, action_space.shape[0])
-        if replay_buffer is not None:
-            needs = [need for need in needs if need.setting != "buffer_size"]
-        check_memory(needs, self.device)
+        check_learners(
+            [cfg], obs_dim, action_space.shape[0], self.device,
+            buffer_allocated=replay_buffer is not None,
+        )  # fmt: skip
         if seed is not None:
             torch.manual_seed(seed)
             action_space.seed(seed)
+        self._build_networks(obs_dim, action_space)
+        if replay_buffer is None:
+            replay_buffer = ReplayBuffer(
+                cfg.buffer_size, obs_dim, action_space.shape[0], device=self.device
+            )
+        self.buffer = replay_buffer
+        #: The running statistics the networks' observations are normalised by, or None.
+        self.obs_statistics = (
+            ObservationStatistics(obs_dim, self.device) if cfg.normalize_observations else None
+        )
+        self._build_draws(seed, action_space.shape[0])
+        #: A curiosity bonus added to replayed rewards (``agents.common.reward_bonus``).
+        self.bonus = bonus
+        self._action_low, self._action_high = action_space.low, action_space.high
+        self._action_scale = (action_space.high - action_space.low) / 2
+
+        self.num_timesteps = 0
+        self.num_updates = 0
+        self.num_episodes = 0
+        self._obs: np.ndarray | None = None
+        self._episode_return = 0.0
+        self._episode_length = 0
+        self.learner = self._update_state()
+        #: The update, compiled or eager as agents.ddpg.execution decides.
+        self._update = self._chosen_update(cfg.compile)
+        #: The coverage of the state space its env reports since the last call: of its own
+        #: env, or, for a population's member, of its row of the population's envs.
+        self.coverage: Callable[[], dict[str, float]] = lambda: coverage_statistics(self.env)
+
+    def _build_networks(self, obs_dim: int, action_space: gym.spaces.Box) -> None:
+        """The actor and critic (from the global torch RNG, seeded already), their targets,
+        and their optimizers: the strategy's for the actor, Adam for the critic."""
+        cfg = self.config
         self.actor = Actor(
             obs_dim,
             action_space.low,
@@ -164,58 +208,38 @@ class DDPG:
             strategy.optimizer_class, self.actor, **strategy.optimizer_kwargs
         )
         #: When new weight noise is drawn (the strategy's choice unless the settings say).
-        self.resample = cfg.strategy.resample
+        self.resample = strategy.resample
         # torch's fused Adam kernel: one pass over all critic tensors per step. Named, so
         # that a checkpoint's state is matched to the critic's parameters by name.
         self.critic_optimizer = torch.optim.Adam(
             self.critic.named_parameters(), lr=cfg.critic_lr, fused=True
         )
         self.critic_optimizer.register_load_state_dict_pre_hook(param_explore.state_by_name)
-        if replay_buffer is None:
-            replay_buffer = ReplayBuffer(
-                cfg.buffer_size, obs_dim, action_space.shape[0], device=self.device
-            )
-        self.buffer = replay_buffer
-        #: The running statistics the networks' observations are normalised by, or None.
-        self.obs_statistics = (
-            ObservationStatistics(obs_dim, self.device) if cfg.normalize_observations else None
-        )
+
+    def _build_draws(self, seed: int | None, action_dim: int) -> None:
+        """The agent's generators, from ``seed`` (fresh entropy if None), and its action
+        noise, if its strategy adds any, drawn from the training one."""
         # One generator for everything the agent draws (minibatches, weight noise), so a
         # checkpoint captures the agent's randomness in one state.
-        self.generator = torch.Generator(device=self.device)
-        if seed is not None:
-            self.generator.manual_seed(seed)
-        else:
-            self.generator.seed()
+        self.generator = _seeded_generator(self.device, seed)
         #: The generator of what is measured for the logs alone (the action distance the
         #: weight noise causes): logging never moves the training's random numbers.
-        self.measure_generator = torch.Generator(device=self.device)
-        if seed is not None:
-            self.measure_generator.manual_seed(_measurement_seed(seed))
-        else:
-            self.measure_generator.seed()
+        self.measure_generator = _seeded_generator(
+            self.device, None if seed is None else _measurement_seed(seed)
+        )
+        strategy = self.config.strategy
         self.action_noise = (
             None
             if strategy.noise is None
-            else strategy.noise(
-                action_space.shape[0], generator=self.generator, **strategy.action_noise
-            )
+            else strategy.noise(action_dim, generator=self.generator, **strategy.action_noise)
         )
-        #: A curiosity bonus added to replayed rewards (``agents.common.reward_bonus``).
-        self.bonus = bonus
-        self._action_low, self._action_high = action_space.low, action_space.high
-        self._action_scale = (action_space.high - action_space.low) / 2
 
-        self.num_timesteps = 0
-        self.num_updates = 0
-        self.num_episodes = 0
-        self._obs: np.ndarray | None = None
-        self._episode_return = 0.0
-        self._episode_length = 0
-        # What updates work on (agents.ddpg.update): these networks and optimizers, and the
-        # running loss sums and skip count, kept on the device (reading them every step
-        # would force a host sync per update).
-        self.learner = UpdateState(
+    def _update_state(self) -> UpdateState:
+        """What updates work on (agents.ddpg.update): these networks and optimizers, and the
+        running loss sums and skip count, kept on the device (reading them every step would
+        force a host sync per update)."""
+        cfg = self.config
+        return UpdateState(
             self.actor,
             self.critic,
             self.target_actor,
@@ -234,13 +258,6 @@ class DDPG:
             skipped=torch.zeros((), device=self.device),
             obs_statistics=self.obs_statistics,
         )
-        self._eager_update = EagerUpdate(self.learner)
-        # Built at the first update (the strategy's state, ε included, exists by then).
-        self._compiled_update: CompiledUpdate | None = None
-        self._compile_pending = cfg.compile
-        #: The coverage of the state space its env reports since the last call: of its own
-        #: env, or, for a population's member, of its row of the population's envs.
-        self.coverage: Callable[[], dict[str, float]] = lambda: coverage_statistics(self.env)
 
     # ----------------------------------------------------------------- acting
     def _network_input(self, obs: np.ndarray | Tensor) -> Tensor:
@@ -342,7 +359,7 @@ class DDPG:
         if self.bonus is not None:
             self.bonus.add(self._obs, action, next_obs)
             if self.bonus.due():
-                self.bonus.fit()
+                fitted(self.bonus, f"in its fit at step {self.num_timesteps + 1}")
         self.num_timesteps += 1
         self._episode_return += reward
         self._episode_length += 1
@@ -427,39 +444,26 @@ class DDPG:
 
     def update(self, batch: Batch) -> None:
         """One DDPG update on ``batch`` (its rewards with the bonus already on them, as
-        :meth:`replayed_batch` gives it), compiled or eager as the settings say."""
-        if self._compile_pending:
-            self._compile_pending = False
-            self._compiled_update = self._make_compiled_update()
-        if self._compiled_update is None:
-            self._eager_update(batch)
-        else:
-            try:
-                self._compiled_update(batch)
-            except CompilationError as err:  # only the first call compiles
-                warnings.warn(f"compile failed, training eagerly: {err}", stacklevel=2)
-                self._compiled_update = None
-                self._eager_update(batch)
+        :meth:`replayed_batch` gives it), compiled or eager as the settings say
+        (:mod:`agents.ddpg.execution`)."""
+        self._update(batch)
         self.num_updates += 1
 
     def rebind(self) -> None:
         """Its tensors were replaced by others of the same values (a population's stacked
         storage, of which they became views): its own update is rebuilt on them, eager,
         when it is next needed."""
-        self._eager_update = EagerUpdate(self.learner)
-        self._compiled_update, self._compile_pending = None, False
+        self._update = self._chosen_update(compile=False)
 
-    def _make_compiled_update(self) -> CompiledUpdate | None:
-        try:
-            return CompiledUpdate(self.learner)
-        except param_explore.UntraceableOptimizerError as err:
-            warnings.warn(f"compile: {err}; training eagerly", stacklevel=3)
-            return None
+    def _chosen_update(self, compile: bool) -> ChosenUpdate:
+        return ChosenUpdate(
+            compile, False, lambda: CompiledUpdate(self.learner), EagerUpdate(self.learner)
+        )
 
     @property
     def compiled(self) -> bool:
         """Whether updates run as one compiled graph (``compile=True`` and a traced strategy)."""
-        return self._compiled_update is not None
+        return self._update.graph is not None
 
     @torch.no_grad()
     def _adapt_noise(self) -> None:
@@ -572,8 +576,8 @@ class DDPG:
             )
         if self.bonus is not None:
             self.bonus.load_state_dict(state["bonus"], steps=self.num_timesteps)
-        if self._compiled_update is not None:  # the optimizers hold new state tensors
-            self._compiled_update.bind()
+        if self._update.graph is not None:  # the optimizers hold new state tensors
+            self._update.graph.bind()
 
     def load_checkpoint(
         self, path: str | Path, check: Callable[[dict[str, Any]], None] | None = None
@@ -639,7 +643,7 @@ class _OwnPhases:
 
     def draw_weight_noise(self, starting: bool) -> None:
         agent = self.agent
-        if agent.resample == "step" or starting:  # per episode: when one starts
+        if redrawn(agent.resample, starting):
             agent.actor_optimizer.resample_noise(agent.generator)
 
     def exploration_actions(self) -> np.ndarray:

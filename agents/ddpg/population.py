@@ -34,12 +34,11 @@ member's step equals a single run's to float rounding (``tests/test_population.p
 the same population command gives the same runs.
 
 Members may differ in the settings the update takes as numbers
-(:data:`agents.settings.learners.PER_MEMBER_KEYS`); the others must be equal.
+(:data:`agents.settings.sharing.PER_MEMBER_KEYS`); the others must be equal.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 
 import gymnasium as gym
@@ -58,12 +57,15 @@ from ..common.devices import resolve_device
 from ..common.envs import make_env
 from ..common.errors import ConfigError, EnvironmentFailure
 from ..common.evaluation import test_episodes_together
-from ..common.memory_budget import check_memory
+from ..common.noise_redraw import redrawn
 from ..common.reward_bonus import RewardBonus
 from ..common.vector_envs import make_vector_env
 from ..settings.learners import DDPGSettings
+from ..settings.memory import check_learners
+from ..settings.sharing import check_members_share
 from .agent import DDPG, Transition
-from .compiled_update import CompilationError, CompiledUpdate, GraphState, inductor_compile
+from .compiled_update import CompiledUpdate, GraphState, inductor_compile
+from .execution import ChosenUpdate, Execution, acting_compiled, update_execution
 from .observations import normalized_observations
 from .replay_buffer import Batch, ReplayBuffer, StackedReplayBuffer
 from .step import environment_step
@@ -88,6 +90,13 @@ def population_seed(seeds: Sequence[int | None], step: int) -> int | None:
         return None
     entropy = [int(step), len(seeds), *(int(seed) for seed in seeds)]
     return int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0] >> 1)
+
+
+def starting_point(member: DDPG) -> tuple[int, int, int]:
+    """Where a member starts training: its step and its replay buffer's fill and position.
+    Members of one population share it (they step together); runs that resume at
+    different points form populations of their own."""
+    return member.num_timesteps, len(member.buffer), member.buffer.position
 
 
 class Population:
@@ -128,8 +137,10 @@ class Population:
         self._failed: set[int] = set()
         self._index = {id(m): k for k, m in enumerate(self.members)}
         self._obs: np.ndarray | None = None  # the envs' observations, a row per member
-        self._update: CompiledUpdate | None = None
-        self._update_pending = True
+        #: The members' update, one graph or each member's, as agents.ddpg.execution decides.
+        self._update = ChosenUpdate(
+            self.members[0].config.compile, True, self._make_update, self._members_update
+        )
         self._acting: CompiledActing | None = None
         self._acting_pending = True
         self._mean_graphs: dict[torch.Size, Callable[..., object]] = {}
@@ -141,27 +152,18 @@ class Population:
     # ----------------------------------------------------------------- building
     def _check_compatible(self, envs: gym.vector.VectorEnv) -> None:
         """Members share what shapes the stacked tensors and the schedule (the settings'
-        one rule, :meth:`DDPGSettings.shared_by_members`), their spaces, device and step."""
+        one rule, :func:`agents.settings.sharing.check_members_share`), their spaces, device
+        and step."""
         first = self.members[0]
-        shared = first.config.shared_by_members()
+        check_members_share([member.config for member in self.members])
         for member in self.members[1:]:
-            theirs = member.config.shared_by_members()
-            for key, value in shared.items():
-                if theirs[key] != value:
-                    raise ConfigError(
-                        f"the members of a population share {key}; got {value!r} and "
-                        f"{theirs[key]!r}"
-                    )
             if member.env.observation_space.shape != first.env.observation_space.shape or (
                 member.env.action_space.shape != first.env.action_space.shape
             ):
                 raise ConfigError("the members of a population share their env's spaces")
             if member.device != first.device:
                 raise ConfigError("the members of a population share one device")
-            if member.num_timesteps != first.num_timesteps or (
-                len(member.buffer) != len(first.buffer)
-                or member.buffer.position != first.buffer.position
-            ):
+            if starting_point(member) != starting_point(first):
                 raise ConfigError("the members of a population start at the same step")
         if envs.num_envs != len(self.members):
             raise ConfigError(
@@ -224,19 +226,22 @@ class Population:
         )
 
     def _make_update(self) -> CompiledUpdate | None:
-        """The members' update as one graph (compiled, or run op by op); None for a
-        strategy without a traced form (noisy K-FAC), whose members step one by one."""
+        """The members' update as one graph; None for a strategy without a traced form
+        (noisy K-FAC), whose members step one by one (:meth:`_members_update`)."""
         if self.actor_state is None:
             return None
-        try:
-            update = CompiledUpdate(
-                [m.learner for m in self.members], stacked=self.graph_state, applied=self._applied
-            )
-        except param_explore.UntraceableOptimizerError:
-            return None
-        if not self.members[0].config.compile:
-            update.run_traced()
-        return update
+        return CompiledUpdate(
+            [m.learner for m in self.members], stacked=self.graph_state, applied=self._applied
+        )
+
+    def _members_update(self, batch: Batch) -> None:
+        """Each active member's own update on its rows of ``batch``: one that raises stops
+        alone (a stopped member's update is not made)."""
+
+        def update(member: DDPG) -> None:
+            member.update(Batch(*(field[self._index[id(member)]] for field in batch)))
+
+        self._keep_active(update)
 
     def _applied(self, applied: np.ndarray) -> None:
         """Count every member's applied steps and skipped updates (one op per optimizer).
@@ -257,8 +262,10 @@ class Population:
     ) -> Population:
         """Run ``total_steps`` more environment steps of every member, each with its own
         callback (as :meth:`DDPG.learn`); a member whose callback says stop stops. A member
-        whose own data, env, update or run fails (a project error or the disk's) stops, is
-        handed to ``on_failure`` at once (its state as it failed), and the others go on."""
+        whose own phase fails (any exception: its data, env row, bonus, update, run) stops,
+        is handed to ``on_failure`` at once (its state as it failed), and the others go on;
+        an error of what is done once for all (the vector env, the batched update) is every
+        member's."""
         if total_steps <= 0:
             raise ConfigError(f"total_steps must be > 0, got {total_steps}")
         self._on_failure = on_failure
@@ -280,10 +287,12 @@ class Population:
         return self._callbacks[id(member)].on_step(member)
 
     def _call(self, member: DDPG, phase: Callable[..., object], *args: object) -> bool:
-        """``phase(member, *args)``; a member's own failure stops that member only."""
+        """``phase(member, *args)``; a member's own failure — any exception its phase
+        raises: its data, env row, bonus, update, disk — stops that member only (a stop
+        request is no exception: ``KeyboardInterrupt``)."""
         try:
             result = phase(member, *args)
-        except (ConfigError, OSError) as err:  # the member's own: it stops
+        except Exception as err:  # the member's own: it stops
             self._fail(member, err)
             return False
         return result is not False
@@ -297,6 +306,10 @@ class Population:
 
     def _keep_active(self, phase: Callable[[DDPG], object]) -> None:
         self.active = [m for m in self.active if self._call(m, phase)]
+
+    def _drop_failed(self) -> None:
+        """The members whose phase failed leave :attr:`active`."""
+        self.active = [m for m in self.active if id(m) not in self._failed]
 
     # The phases of one environment step (agents/ddpg/step.py) for every active member:
     # a member's own phases are the agent's public ones, called for each; the rest once.
@@ -341,12 +354,15 @@ class Population:
         self.buffer.add(self._obs, actions, rewards, next_obs, terminated)
         self._obs = observations
         ended = {}
-        for member in self.active:
+
+        def record(member: DDPG) -> None:
             k = self._index[id(member)]
             transition = Transition(
                 next_obs[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
             )
             ended[id(member)] = member.record(actions[k], transition)
+
+        self._keep_active(record)  # its bonus's fit among its own
         return ended
 
     def updates_due(self) -> bool:
@@ -355,7 +371,7 @@ class Population:
     def end_step(self, ended: dict[int, bool]) -> None:
         """Each member still active ends its step (a member whose bonus failed in the
         updates has left)."""
-        self.active = [m for m in self.active if id(m) not in self._failed]
+        self._drop_failed()
         self._keep_active(lambda m: m.end_step(ended[id(m)], self._callbacks[id(m)]))
 
     def _row_checked(
@@ -373,11 +389,14 @@ class Population:
         if self._obs is None:
             self._obs = self._reset_envs()
         starting = np.zeros(len(self.members), dtype=bool)
-        for member in self.active:
+
+        def start(member: DDPG) -> None:
             if member.between_episodes:
                 k = self._index[id(member)]
                 member.start_episode(self._obs[k])
                 starting[k] = True
+
+        self._keep_active(start)
         return starting
 
     def _reset_envs(self) -> np.ndarray:
@@ -403,13 +422,14 @@ class Population:
         episode): one ``normal_`` of every member's ε from the population's generator."""
         if self.noise is None:
             return
+        redraw = redrawn(self.members[0].resample, starting)
         changed = self.active
-        if self.members[0].resample == "step":
+        if redraw.all():
             self.noise.normal_(generator=self.generator)
-        elif starting.any():  # the others keep their episode's ε (and what derives from it)
-            changed = [m for m in self.active if starting[self._index[id(m)]]]
+        elif redraw.any():  # the others keep their episode's ε (and what derives from it)
+            changed = [m for m in self.active if redraw[self._index[id(m)]]]
             fresh = torch.empty_like(self.noise).normal_(generator=self.generator)
-            starts = torch.as_tensor(starting, device=self.device)
+            starts = torch.as_tensor(redraw, device=self.device)
             offset = 0
             for stack in self.noise_stacks.values():
                 drawn = fresh[offset : offset + stack.numel()].view_as(stack)
@@ -458,9 +478,12 @@ class Population:
             return acting(obs).cpu().numpy()
         actions = np.zeros((len(self.members), *self.envs.single_action_space.shape),
                            dtype=np.float32)  # fmt: skip
-        for member in self.active:
+
+        def act(member: DDPG) -> None:
             k = self._index[id(member)]
             actions[k] = member.predict(self._obs[k], deterministic=False)
+
+        self._keep_active(act)
         return actions
 
     def train_step(self) -> None:
@@ -472,19 +495,8 @@ class Population:
     def update(self, batch: Batch) -> None:
         """One update of every member on its rows of ``batch`` (members, batch, …): the
         single run's update (:meth:`DDPG.update`), vmapped over the members."""
-        if self._update_pending:
-            self._update_pending = False
-            self._update = self._make_update()
-        if self._update is None:
-            for k, member in enumerate(self.members):
-                member.update(Batch(*(field[k] for field in batch)))
+        if self._update(batch) is Execution.EAGER:  # each member counted its own
             return
-        try:
-            self._update(batch)
-        except CompilationError as err:  # only the first call compiles
-            warnings.warn(f"compile failed, training the population eagerly: {err}", stacklevel=2)
-            self._update.run_traced()
-            self._update(batch)
         for member in self.members:
             member.num_updates += 1
 
@@ -534,7 +546,8 @@ class Population:
                     member_obs = normalized_observations(member_obs, *moments)
                 return functional_call(actor, weights, (member_obs,))
 
-            graph = _batched_graph(act, inputs, self.members[0].config.compile)
+            execution = update_execution(self.members[0].config.compile, stacked=True)
+            graph = _batched_graph(act, inputs, execution is Execution.COMPILED)
             self._mean_graphs[obs_t.shape] = graph
         return _output(graph(*inputs)).cpu().numpy()
 
@@ -546,13 +559,12 @@ class Population:
         self._acting_pending = False
         first = self.members[0]
         optimizer = first.actor_optimizer
-        acts_at_training_point = optimizer.gradient_at_sample or not optimizer.explores
-        if not (first.config.compile and acts_at_training_point):
-            return None
-        if self._update_pending:
-            self._update_pending = False
-            self._update = self._make_update()
-        if self._update is None:
+        if (
+            not acting_compiled(
+                first.config.compile, optimizer.explores, optimizer.gradient_at_sample
+            )
+            or self._update.built() is None
+        ):
             return None
         self._acting = CompiledActing(self)
         return self._acting
@@ -630,7 +642,7 @@ class CompiledActing:
         actor, state, moments, buffers = pytree.tree_unflatten(leaves, self._spec)
         if moments:  # the networks see normalised observations
             obs = normalized_observations(obs, *moments)
-        layout = self._population._update.coefficient_layout("actor")
+        layout = self._population._update.graph.coefficient_layout("actor")
         c = pytree.tree_unflatten(list(coefficients.unbind()), layout)
         with torch.no_grad():
             theta = self._step.training_point(actor, state, c)
@@ -639,7 +651,7 @@ class CompiledActing:
 
     @torch.no_grad()
     def __call__(self, obs: Tensor) -> Tensor:
-        coefficients = self._population._update.coefficients("actor")
+        coefficients = self._population._update.graph.coefficients("actor")
         inputs = [*self._inputs, *self._buffers.values(), coefficients, obs]
         if self._compiled is None:
             self._compiled = _batched_graph(self._act, inputs, compile=True)
@@ -783,9 +795,7 @@ def build_members(
     first = envs[0]
     obs_dim, action_dim = first.observation_space.shape[0], first.action_space.shape[0]
     device = resolve_device(device)
-    check_memory(
-        [need for config in configs for need in config.memory_needs(obs_dim, action_dim)], device
-    )
+    check_learners(configs, obs_dim, action_dim, device)
     buffer = ReplayBuffer.stacked(
         len(envs), configs[0].buffer_size, obs_dim, action_dim, device=device
     )

@@ -168,10 +168,23 @@ def _k(step: int) -> str:
     return f"{step / 1000:g} k"
 
 
+#: Twenty colours, each told apart from the others: matplotlib's ten (``C0``-``C9``, the
+#: first ten methods') and ten of Trubetskoy's "20 distinct colours" that are none of their
+#: hues (navy, maroon, lime, magenta, yellow, teal, lavender, mint, apricot) and black. The
+#: closest two, olive and lime, differ as much as matplotlib's own closest (brown, grey):
+#: ``--opt all`` (13 strategies) and its variants each get a colour of their own.
+METHOD_COLORS = (
+    *(f"C{i}" for i in range(10)),
+    "#000075", "#800000", "#bfef45", "#f032e6", "#ffe119",
+    "#469990", "#dcbeff", "#aaffc3", "#ffd8b1", "#000000",
+)  # fmt: skip
+
+
 def method_colors(curves: list[Curve]) -> dict[str, str]:
-    """One colour per method name, the same in every figure and panel."""
+    """One colour per method name, the same in every figure and panel (past
+    ``len(METHOD_COLORS)`` methods the colours repeat)."""
     names = list(dict.fromkeys(curve.name for curve in curves))
-    return {name: f"C{i % 10}" for i, name in enumerate(names)}
+    return {name: METHOD_COLORS[i % len(METHOD_COLORS)] for i, name in enumerate(names)}
 
 
 def center_and_band(curve: Curve, figure: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

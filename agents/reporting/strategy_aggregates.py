@@ -5,12 +5,18 @@ ahead, :func:`write_strategy_aggregates` adds one TensorBoard run per strategy,
 ``<env_dir>/compare/<strategy>/``, holding at every step that all of the strategy's seeds
 have reached (seeds that stopped early limit the steps)::
 
-    strategy/eval_return[_lower|_upper]      mean over seeds of eval/mean_return (the
-                                             paper's metric) and its band
-    strategy/sigma_mean[_lower|_upper]       the same for explore/sigma_mean, as is
-    strategy/sigma_change[_lower|_upper]     σ's change since its first record, in %
-    strategy/<strategy>/eval_return[…], strategy/<strategy>/sigma_change[…]
-                                             the same values under the strategy's name
+    strategy/eval_return                     mean over seeds of eval/mean_return (the
+                                             paper's metric)
+    strategy/sigma_mean                      the same for explore/sigma_mean, as is
+    strategy/sigma_change                    σ's change since its first record, in %
+    strategy_band/<strategy>/eval_return[_lower|_upper]
+    strategy_band/<strategy>/sigma_change[_lower|_upper]
+                                             the mean again and its band, under the
+                                             strategy's name
+
+The means share their tags across strategies, so TensorBoard's *Scalars* and *Time Series*
+tabs draw one chart of every strategy's mean each (``strategy``: three charts), and the
+bands, which would overlap there, are a group of their own (``strategy_band``).
 
 The band (``band``) is either ``ci``, the 95 % interval of the mean over seeds from
 rliable's stratified bootstrap at each step (:func:`agents.reporting.intervals.mean_band`;
@@ -22,12 +28,14 @@ events, so no step appears twice.
 
 The *Custom Scalars* layout (:func:`comparison_layout`) is built for the strategies found,
 because TensorBoard draws no legend: a chart can name only what its title says, and its
-colours follow runs. Each category holds one chart of all strategies' bands over each
-other (the runs ``compare/<strategy>`` name them in the tooltip), then one chart per
-strategy whose title names it, its seeds and σ₀; every title says which band it is. A
-chart selects tags, not runs, hence each strategy's series again under its own name; one
-margin chart of every strategy's named tags would be flagged by TensorBoard as "Missing
-Tags" in each run (a run holds its own strategy's only).
+colours follow runs. Each category holds one chart of all strategies' means, lines only
+(the runs ``compare/<strategy>`` name them in the tooltip), then one chart per strategy
+with its band, whose title names it, its seeds and σ₀; every title says which band it is.
+Ten bands over each other hid each other, and TensorBoard's palette has seven colours, so
+past seven strategies two share one: a line's strategy is its tooltip's, a band's its
+chart's title. A chart selects tags, not runs, hence each strategy's band under its own
+name; one margin chart of every strategy's named tags would be flagged by TensorBoard as
+"Missing Tags" in each run (a run holds its own strategy's only).
 
 σ is charted as its relative change, not as is: weight-noise σ often moves by less than
 the 3 significant digits TensorBoard's axis prints (Vadam at c = 1e4: 0.01 to 0.009999),
@@ -40,7 +48,10 @@ are left out too).
 
 Colours: TensorBoard colours runs, and gives ``compare/vadam`` and ``vadam/seed0`` each
 their own unless told to group them: :data:`COLOUR_BY_STRATEGY` is the query string that
-colours every run by its strategy (``http://localhost:6006/?runColorGroup=...#custom_scalars``).
+colours every run by its strategy in the *Time Series* tab. Smoothing: TensorBoard smooths
+every line by 0.6 unless told otherwise, and a mean over seeds is smoothed already;
+:data:`UNSMOOTHED` (*Time Series*) and :data:`UNSMOOTHED_LEGACY` (*Scalars*, *Custom
+Scalars*) turn it off from the address.
 """
 
 from __future__ import annotations
@@ -70,12 +81,21 @@ BAND_SEED = 0
 #: seeds (``<strategy>/seed<k>``) and its aggregate (``compare/<strategy>``) in one colour.
 STRATEGY_REGEX = rf"(?:{AGGREGATE_DIR}/)?([^/]+)(?:/seed\d+)?$"
 COLOUR_BY_STRATEGY = "runColorGroup=" + quote("regex:" + STRATEGY_REGEX, safe="")
+#: No smoothing, as the *Time Series* tab's query string and the older tabs' hash say it.
+UNSMOOTHED = "smoothing=0"
+UNSMOOTHED_LEGACY = "_smoothingWeight=0"
+#: The tag group of each strategy's own band (``strategy_band/<strategy>/eval_return``).
+BAND_GROUP = "strategy_band"
 
 
-def _tags(series: str, strategy: str | None = None) -> tuple[str, str, str]:
-    """(value, lower, upper) tags of a series: every strategy's (``strategy`` None), or
-    one strategy's under its name."""
-    base = f"strategy/{series}" if strategy is None else f"strategy/{strategy}/{series}"
+def mean_tag(series: str) -> str:
+    """The tag of a series' mean over seeds, shared by every strategy's aggregate run."""
+    return f"strategy/{series}"
+
+
+def band_tags(series: str, strategy: str) -> tuple[str, str, str]:
+    """(value, lower, upper) tags of one strategy's series with its band, under its name."""
+    base = f"{BAND_GROUP}/{strategy}/{series}"
     return base, f"{base}_lower", f"{base}_upper"
 
 
@@ -120,10 +140,8 @@ def _describe(kind: str, reps: int, seed: int) -> str:
     )
 
 
-def _write(
-    writer: SummaryWriter, tags: tuple[str, str, str], steps: np.ndarray, series: tuple
-) -> None:
-    """(mean, lower, upper) at each step under ``tags``."""
+def _write(writer: SummaryWriter, tags: tuple[str, ...], steps: np.ndarray, series: tuple) -> None:
+    """Each of ``series`` (mean[, lower, upper]) at each step under its tag of ``tags``."""
     for i, step in enumerate(steps):
         for tag, values in zip(tags, series):
             writer.add_scalar(tag, values[i], int(step))
@@ -131,31 +149,30 @@ def _write(
 
 def comparison_layout(returns: list[Curve], sigmas: dict[str, Curve], band_kind: str) -> Layout:
     """The *Custom Scalars* tab for these strategies: eval return, then σ's change (the
-    strategies with weight noise), each as all strategies together and one chart each;
-    then every run's own curves. TensorBoard shows a category's margin charts in the
-    reverse of their order here, so they are listed reversed."""
+    strategies with weight noise), each as all strategies' means together (lines only: a
+    multiline chart, first) and one chart with its band each (margin charts, which
+    TensorBoard shows in the reverse of their order here, so they are listed reversed);
+    then every run's own curves."""
     band = BAND_TITLES[band_kind]
-    names = ", ".join(curve.strategy for curve in returns)
+    hover = "the tooltip names each line's strategy"
     eval_charts: list[Chart] = [
-        (f"eval return, all strategies ({names}; colours as in each one's chart): "
-         f"mean over seeds, {band}",
-         [_tags("eval_return")]),
+        (f"eval return, all {len(returns)} strategies: mean over seeds ({hover}; each "
+         f"one's {band.removeprefix('band: ')} band in its own chart)",
+         [f"^{mean_tag('eval_return')}$"]),
         *((f"{c.strategy}: eval return, mean of {c.seeds} seeds, {band}",
-           [_tags("eval_return", c.strategy)]) for c in returns),
+           [band_tags("eval_return", c.strategy)]) for c in returns[::-1]),
     ]  # fmt: skip
-    layout: Layout = {f"Compare strategies: eval return ({band})": eval_charts[::-1]}
+    layout: Layout = {f"Compare strategies: eval return ({band})": eval_charts}
     if sigmas:
-        names = ", ".join(sigmas)
         sigma_charts: list[Chart] = [
-            (f"σ's change in %, all strategies with weight noise ({names}; colours as in "
-             f"each one's chart): mean over seeds, {band}", [_tags("sigma_change")]),
+            (f"σ's change in %, all {len(sigmas)} strategies with weight noise: mean over "
+             f"seeds ({hover}; each one's band in its own chart)",
+             [f"^{mean_tag('sigma_change')}$"]),
             *((f"{s}: σ's change in % from σ₀ = {sigma_text(c.mean[0])} (step {c.steps[0]}), "
-               f"mean of {c.seeds} seeds, {band}", [_tags("sigma_change", s)])
-              for s, c in sigmas.items()),
+               f"mean of {c.seeds} seeds, {band}", [band_tags("sigma_change", s)])
+              for s, c in reversed(sigmas.items())),
         ]  # fmt: skip
-        layout[f"Compare strategies: σ's change since its first record ({band})"] = sigma_charts[
-            ::-1
-        ]
+        layout[f"Compare strategies: σ's change since its first record ({band})"] = sigma_charts
     return {**layout, **RUNS_LAYOUT}
 
 
@@ -188,9 +205,11 @@ def write_strategy_aggregates(
                 sigmas[curve.strategy] = sigma
                 series += [("sigma_mean", sigma), ("sigma_change", relative_change(sigma))]
             for name, values in series:
-                lower, upper = band(values.returns, band_kind, reps, seed)
-                for strategy in [None] if name == "sigma_mean" else [None, curve.strategy]:
-                    _write(writer, _tags(name, strategy), values.steps, (values.mean, lower, upper))
+                _write(writer, (mean_tag(name),), values.steps, (values.mean,))
+                if name != "sigma_mean":  # σ as is: its mean only (its change has the band)
+                    lower, upper = band(values.returns, band_kind, reps, seed)
+                    tags = band_tags(name, curve.strategy)
+                    _write(writer, tags, values.steps, (values.mean, lower, upper))
     if curves:
         write_comparison_layout(env_dir, comparison_layout(curves, sigmas, band_kind), replace=True)
     return [curve.strategy for curve in curves]

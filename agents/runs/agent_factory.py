@@ -26,12 +26,13 @@ from ..common.reward_bonus import RewardBonus
 from ..curiosity.registry import make_bonus
 from ..ddpg import DDPG
 from ..settings import RunSettings
+from ..settings.memory import run_needs
 from ..tasks import with_task_report
 
 #: Offset between the training seed and the curiosity bonus's own generator's seed.
 BONUS_SEED_OFFSET = 2_000_000
-#: The extra that brings an optional learner's dependency, by the module it needs.
-EXTRAS = {"sb3_contrib": "trpo"}
+#: The extra that brings an optional dependency (a learner's, W&B's), by its module.
+EXTRAS = {"sb3_contrib": "trpo", "wandb": "track"}
 
 
 def make_task_env(settings: RunSettings) -> gym.Env:
@@ -86,17 +87,12 @@ def check_run_env(settings: RunSettings, env: gym.Env) -> None:
 
 
 def memory_needs(settings: RunSettings, env: gym.Env) -> list[MemoryNeed]:
-    """What the run's learner and bonus need in memory at least, on ``env``'s spaces; the
-    bonus scores what its learner hands it at once: DDPG's minibatch, TRPO's rollout."""
+    """What the run's learner and bonus need in memory at least, on ``env``'s spaces
+    (:func:`agents.settings.memory.run_needs`)."""
     obs_dim, action_dim = (
         int(np.prod(space.shape)) for space in (env.observation_space, env.action_space)
     )
-    learner = settings.learner
-    needs = learner.memory_needs(obs_dim, action_dim)
-    if settings.bonus is not None:
-        scored = learner.n_steps if settings.algo == "trpo" else learner.batch_size
-        needs += settings.bonus.memory_needs(obs_dim, action_dim, scored)
-    return needs
+    return run_needs(settings, obs_dim, action_dim)
 
 
 def make_run_bonus(settings: RunSettings, env: gym.Env) -> RewardBonus | None:
@@ -116,12 +112,13 @@ def learner_module(settings: RunSettings) -> ModuleType | None:
     """The module of an optional learner the settings ask for (None for the native DDPG and
     SB3's DDPG, which need nothing optional); a missing extra is one line naming it."""
     if settings.algo == "trpo":
-        return _optional("agents.sb3.trpo_agent", "--algo trpo")
+        return optional_import("agents.sb3.trpo_agent", "--algo trpo")
     return None
 
 
-def _optional(module: str, what: str) -> ModuleType:
-    """Import an optional learner's module; a missing extra is one line naming it."""
+def optional_import(module: str, what: str) -> ModuleType:
+    """Import a module that needs an optional extra (``what`` asks for it); a missing
+    extra is one line naming it."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as err:

@@ -6,7 +6,7 @@ command therefore completes an interrupted grid without redoing anything. A fail
 reported and does not stop the others.
 
 **Populations.** Runs of the native DDPG that differ only in their seed and in settings the
-update takes as numbers (:func:`agents.runs.population_run.population_key`) train together,
+update takes as numbers (:func:`agents.settings.sharing.population_key`) train together,
 as one population per task (:mod:`agents.ddpg.population`): each still writes its own run
 directory. A grid's populations are as large as the memory allows (every member's
 estimate, for the workers running at once) and split so that every worker has one;
@@ -60,6 +60,7 @@ from ..common.errors import ConfigError
 from ..common.stop_requests import request_stop
 from ..settings import RunSettings
 from .stopping import RunInterrupted, install_for_grid_worker, stop_requested
+from .tracking import Tracking
 
 #: A grid's runs' progress: a status line every 30 s each (``"lines"``), or none (False,
 #: ``--no-progress``); a grid's own lines (each run's outcome, the summary) are its result.
@@ -103,10 +104,13 @@ def threads_per_worker(workers: int) -> int:
 
 
 def run_task(
-    configs: list[RunSettings], threads: int, progress: GridProgress = "lines"
+    configs: list[RunSettings],
+    threads: int,
+    progress: GridProgress = "lines",
+    tracking: Tracking | None = None,
 ) -> list[RunOutcome]:
-    """Train one run, or a population of runs (resuming each that has a checkpoint);
-    never raises."""
+    """Train one run, or a population of runs (resuming each that has a checkpoint), each
+    tracked in W&B where ``tracking`` says; never raises."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
     import torch
 
@@ -118,9 +122,9 @@ def run_task(
         return [RunOutcome(str(c.run_dir()), False, "not started", stopped=True) for c in configs]
     try:
         if len(configs) == 1:
-            train(configs[0], resume=True, progress=progress)
+            train(configs[0], resume=True, progress=progress, tracking=tracking)
             return [RunOutcome(str(configs[0].run_dir()), True, "done")]
-        outcomes = train_population(configs, resume=True, progress=progress)
+        outcomes = train_population(configs, True, progress, tracking)
     except KeyboardInterrupt:
         return [RunOutcome(str(c.run_dir()), False, "checkpoint written", stopped=True)
                 for c in configs]  # fmt: skip
@@ -142,13 +146,15 @@ def plan_tasks(
     """The grid's tasks: populations of the runs that can share one (in the grid's order),
     each as large as memory allows for ``workers`` running at once, split until every
     worker has a task; every other run a task of its own."""
-    from .population_run import can_be_populated, population_key, population_size
+    from ..settings.sharing import population_key
+    from .population_run import population_size
 
     if not population:
         return [[config] for config in configs]
     groups: dict[object, list[RunSettings]] = {}
     for config in configs:
-        key = population_key(config) if can_be_populated(config) else id(config)
+        key = population_key(config)
+        key = id(config) if key is None else key
         groups.setdefault(key, []).append(config)
     tasks = []
     for group in groups.values():
@@ -189,14 +195,20 @@ class _Worker:
     task: list[RunSettings] | None = None
 
 
-def _work(pipe: Connection, threads: int, driver: int, progress: GridProgress) -> None:
+def _work(
+    pipe: Connection,
+    threads: int,
+    driver: int,
+    progress: GridProgress,
+    tracking: Tracking | None,
+) -> None:
     """A worker process: train each task the driver sends and send back its outcomes, until
     it sends None or is gone; stop (with a checkpoint) should the driver die first."""
     install_for_grid_worker()
     watch_driver(driver)
     with contextlib.suppress(EOFError, OSError):  # the driver is gone: nobody to tell
         while (task := pipe.recv()) is not None:
-            pipe.send(run_task(task, threads, progress))
+            pipe.send(run_task(task, threads, progress, tracking))
 
 
 def watch_driver(driver: int, interval: float = 1.0) -> threading.Thread:
@@ -214,10 +226,10 @@ def watch_driver(driver: int, interval: float = 1.0) -> threading.Thread:
     return thread
 
 
-def _start(threads: int, progress: GridProgress) -> _Worker:
+def _start(threads: int, progress: GridProgress, tracking: Tracking | None) -> _Worker:
     context = get_context("spawn")
     pipe, theirs = context.Pipe()
-    process = context.Process(target=_work, args=(theirs, threads, os.getpid(), progress))
+    process = context.Process(target=_work, args=(theirs, threads, os.getpid(), progress, tracking))
     process.start()
     theirs.close()  # the worker holds the other end: its exit ends the pipe
     return _Worker(process, pipe)
@@ -245,7 +257,11 @@ def _retire(worker: _Worker) -> None:
 
 
 def _run_local(
-    tasks: list[list[RunSettings]], workers: int, report: Callable, progress: GridProgress
+    tasks: list[list[RunSettings]],
+    workers: int,
+    report: Callable,
+    progress: GridProgress,
+    tracking: Tracking | None,
 ) -> list[RunOutcome]:
     """The tasks on ``workers`` spawned processes, each sent the next queued task when it
     reports. A worker that dies (SIGKILL, the kernel's out-of-memory killer) loses its own
@@ -273,14 +289,14 @@ def _run_local(
 
     try:
         for _ in range(min(workers, len(queued))):
-            give(_start(threads, progress))
+            give(_start(threads, progress, tracking))
         while busy:
             for ready in wait(list(busy)):
                 worker = busy[ready]
                 if collect(worker):
                     give(worker)
                 elif queued:
-                    give(_start(threads, progress))
+                    give(_start(threads, progress, tracking))
     except KeyboardInterrupt as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
         _stop_workers(list(busy.values()), signum, collect)
@@ -310,6 +326,7 @@ def _run_ray(
     address: str | None,
     report: Callable,
     progress: GridProgress,
+    tracking: Tracking | None,
 ) -> list[RunOutcome]:
     try:
         import ray
@@ -328,7 +345,7 @@ def _run_ray(
             raise ConfigError(f"cannot reach the Ray cluster at {address}: {err}") from None
     try:
         remote = ray.remote(num_cpus=cpus)(run_task)  # one Ray task per run or population
-        pending = [remote.remote(task, threads, progress) for task in tasks]
+        pending = [remote.remote(task, threads, progress, tracking) for task in tasks]
         task_of = dict(zip(pending, tasks, strict=True))
         outcomes: list[RunOutcome] = []
         try:
@@ -359,15 +376,16 @@ def run_grid(
     report: Callable[[RunOutcome], None] = lambda outcome: None,
     population: bool = True,
     progress: GridProgress = "lines",
+    tracking: Tracking | None = None,
 ) -> list[RunOutcome]:
     """Run every configuration, as populations where they can share one (``population``);
     ``report`` is called as each run finishes; ``progress``: the runs' status lines or
-    none."""
+    none; ``tracking``: each run's W&B run (:mod:`agents.runs.tracking`), or none."""
     check_grid(configs, workers, backend)
     tasks = plan_tasks(configs, workers, population)
     if backend == "ray":
-        return _run_ray(tasks, workers, address, report, progress)
-    return _run_local(tasks, workers, report, progress)
+        return _run_ray(tasks, workers, address, report, progress, tracking)
+    return _run_local(tasks, workers, report, progress, tracking)
 
 
 def check_grid(configs: list[RunSettings], workers: int, backend: str) -> None:

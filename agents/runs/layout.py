@@ -11,6 +11,8 @@
                              settings (+ replay buffer with ``save_replay_buffer``); data
                              only, for every learner
     .lock                    while a process writes the run (``run_lock``)
+    wandb_run_id             with ``--track``: the run's W&B run, which a resume continues
+                             (``tracking``)
 
 Checkpoints are written when a run starts (step 0), at the first episode end after every
 ``checkpoint_every`` steps, at the end of training, on Ctrl-C and SIGTERM, and when the

@@ -7,8 +7,10 @@ events, written by the same machinery as a single run's (:func:`agents.runs.trai
 ``compare_runs``, the strategy aggregates, ``--resume`` and every guarantee of a run hold
 for each member. What the population adds: the memory check counts every member, the
 members that resume at the same step train together (members at other steps form
-populations of their own), and a member whose own data, env, update or disk fails stops
-with its own error (its last good state checkpointed), while the others go on.
+populations of their own), and a member whose own setup, data, env row, bonus, update or
+disk fails — any exception of its own — stops with its own error (its last good state
+checkpointed), while the others go on; an error of the population as a whole (its shared
+vector env, its batched update, the driver) ends every member.
 """
 
 from __future__ import annotations
@@ -26,13 +28,16 @@ from ..common.errors import ConfigError
 from ..common.memory_budget import available_memory
 from ..common.vector_envs import make_vector_env
 from ..ddpg import DDPG
-from ..ddpg.population import Population, SharedTestEpisodes, build_members
+from ..ddpg.population import Population, SharedTestEpisodes, build_members, starting_point
 from ..ddpg.replay_buffer import StackedReplayBuffer
 from ..settings import RunSettings
+from ..settings.memory import members_that_fit
+from ..settings.sharing import check_population
 from ..tasks import with_task_report
 from .agent_factory import make_run_bonus, make_task_env
 from .callback import EVAL_SEED_OFFSET, Progress
 from .stopping import RunInterrupted, stop_on_signals
+from .tracking import Tracking
 from .train import OpenRun, close_run, locked_run_dir, open_run
 
 
@@ -42,17 +47,6 @@ class MemberOutcome:
 
     run_dir: Path
     error: Exception | None
-
-
-def population_key(settings: RunSettings) -> tuple:
-    """What members of one population share (:meth:`RunSettings.population_key`, the
-    settings' one rule)."""
-    return settings.population_key()
-
-
-def can_be_populated(settings: RunSettings) -> bool:
-    """Whether a run can be a population's member: the native DDPG's runs can."""
-    return settings.algo == "ddpg" and settings.engine == "native"
 
 
 def population_size(configs: list[RunSettings], workers: int) -> int:
@@ -67,26 +61,27 @@ def population_size(configs: list[RunSettings], workers: int) -> int:
         return len(configs)
     obs_dim, action_dim = env.observation_space.shape[0], env.action_space.shape[0]
     env.close()
-    per_member = sum(need.nbytes for need in configs[0].learner.memory_needs(obs_dim, action_dim))
     available = available_memory(resolve_device(configs[0].device))
-    if available is None or per_member == 0:
-        return len(configs)
-    return max(1, min(len(configs), available // (per_member * workers)))
+    return members_that_fit(
+        configs[0].learner, obs_dim, action_dim, len(configs), workers, available
+    )
 
 
 def train_population(
-    configs: list[RunSettings], resume: bool = True, progress: Progress = False
+    configs: list[RunSettings],
+    resume: bool = True,
+    progress: Progress = False,
+    tracking: Tracking | None = None,
 ) -> list[MemberOutcome]:
     """Train the runs ``configs`` describe as one population (they share
-    :func:`population_key`); every run resumes or starts as :func:`agents.runs.train.train`
-    would. Returns each member's outcome; raises :class:`RunInterrupted` once every member
-    checkpointed when a signal asked to stop, and ConfigError for settings that cannot be
-    a population (before anything is written)."""
+    :func:`agents.settings.sharing.population_key`); every run resumes or starts (and is
+    tracked) as
+    :func:`agents.runs.train.train` would. Returns each member's outcome; raises
+    :class:`RunInterrupted` once every member checkpointed when a signal asked to stop, and
+    ConfigError for settings that cannot be a population (before anything is written)."""
     if not configs:
         return []
-    keys = {population_key(c) for c in configs}
-    if len(keys) > 1 or not all(map(can_be_populated, configs)):
-        raise ConfigError("these runs cannot be one population (they differ in their shape)")
+    check_population(configs)
     members, buffer = _build_members(configs)
     outcomes: dict[Path, MemberOutcome] = {}
     signals: list[int] = []
@@ -97,8 +92,8 @@ def train_population(
             run_dir = config.run_dir()
             try:
                 stack.enter_context(locked_run_dir(run_dir))
-                run = open_run(config, member, run_dir, resume, progress)
-            except (ConfigError, OSError) as err:
+                run = open_run(config, member, run_dir, resume, progress, tracking)
+            except Exception as err:  # its own (its directory, its checkpoint): it alone
                 outcomes[run_dir] = MemberOutcome(run_dir, err)
                 continue
             if run is None:  # complete already
@@ -131,7 +126,8 @@ def _build_members(configs: list[RunSettings]) -> tuple[list[DDPG], StackedRepla
 
 
 def _vector_env(config: RunSettings, copies: int) -> VectorEnv:
-    """``copies`` of the run's env (:func:`make_task_env`'s) stepped together."""
+    """``copies`` of the run's env (:func:`make_task_env`'s) stepped together: in MuJoCo Warp
+    on the run's CUDA device where it models the env and is installed."""
     return make_vector_env(
         config.env,
         copies,
@@ -139,6 +135,7 @@ def _vector_env(config: RunSettings, copies: int) -> VectorEnv:
         config.max_episode_steps,
         normalize_actions=config.normalize_actions,
         wrap=with_task_report,
+        device=config.device,
     )
 
 
@@ -147,8 +144,7 @@ def _same_step(runs: list[OpenRun]) -> list[list[OpenRun]]:
     steps its members together."""
     groups: dict[tuple, list[OpenRun]] = defaultdict(list)
     for run in runs:
-        agent = run.agent
-        groups[(agent.num_timesteps, len(agent.buffer), agent.buffer.position)].append(run)
+        groups[starting_point(run.agent)].append(run)
     return list(groups.values())
 
 
@@ -188,7 +184,7 @@ def _train_group(
         )
     except BaseException:  # a second Ctrl-C, or a fault of the population's own
         for run in group:
-            run.callback.logger.close()
+            run.callback.logger.close(failed=True)
         raise
     for run in group:
         if id(run.agent) not in closed:

@@ -22,7 +22,8 @@ writer is flushed at every evaluation, so a killed run keeps what it logged. A r
 keeps the CSV rows up to its checkpoint and asks TensorBoard to purge events past it
 (``purge_step``), so the curve has neither duplicated nor missing points; no event file is
 ever deleted. :func:`eval_rows_from_events` rebuilds the rows from the events when the CSV
-is gone.
+is gone. With ``--track`` every scalar goes to the run's W&B run too, under the same tag
+(:mod:`agents.runs.tracking`): this class is the one place scalars are written.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ from ..common.tags import (
 
 if TYPE_CHECKING:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from .tracking import Tracker
 
 EVAL_CSV = "eval.csv"
 EVAL_FIELDS = ["step", "mean_return", "std_return", "episodes", "wall_time"]
@@ -224,16 +227,19 @@ def eval_rows_from_events(run_dir: str | Path, last_step: int, episodes: int) ->
 
 
 class RunLogger:
-    """Writes one run's TensorBoard events and ``eval.csv``."""
+    """Writes one run's TensorBoard events and ``eval.csv`` (and its W&B run's scalars)."""
 
     def __init__(
         self,
         run_dir: str | Path,
         resume_step: int | None = None,
         rows: list[dict[str, float]] | None = None,
+        tracker: Tracker | None = None,
     ) -> None:
         """A new run (``resume_step`` None), or one resumed at ``resume_step`` whose
-        ``eval.csv`` is to hold ``rows`` (the evaluations up to there)."""
+        ``eval.csv`` is to hold ``rows`` (the evaluations up to there); ``tracker``: the
+        run's W&B run (``--track``), which receives every scalar too."""
+        self.tracker = tracker
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.run_dir / EVAL_CSV
@@ -256,6 +262,8 @@ class RunLogger:
 
     def scalar(self, tag: str, value: float, step: int) -> None:
         self.writer.add_scalar(tag, value, step)
+        if self.tracker is not None:
+            self.tracker.scalar(tag, value, step)
 
     def evaluation(
         self,
@@ -284,6 +292,8 @@ class RunLogger:
             f.flush()
             os.fsync(f.fileno())
         self.writer.flush()
+        if self.tracker is not None:
+            self.tracker.flush()
 
     def _match_success_column(self, has_success: bool) -> None:
         """Keep the success column only while every row, the next one included, fills it."""
@@ -299,5 +309,9 @@ class RunLogger:
             return
         self._rewrite_csv(rows)
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
+        """Close the events (and finish the W&B run, as failed if ``failed``)."""
         self.writer.close()
+        if self.tracker is not None:
+            self.tracker.finish(exit_code=1 if failed else 0)
+            self.tracker = None

@@ -36,12 +36,18 @@ from .resume import (
 from .run_lock import LOCK_FILE, run_dir_lock
 from .run_logger import RunLogger, write_comparison_layout
 from .stopping import RunInterrupted, stop_on_signals, stop_requested
+from .tracking import Tracking, start_tracker
 
 
 def train(
-    config: RunSettings, resume: bool = False, progress: Progress = True, env: gym.Env | None = None
+    config: RunSettings,
+    resume: bool = False,
+    progress: Progress = True,
+    env: gym.Env | None = None,
+    tracking: Tracking | None = None,
 ) -> Path:
-    """Train as ``config`` says and return the run directory.
+    """Train as ``config`` says and return the run directory (tracked in W&B where
+    ``tracking`` says, :mod:`agents.runs.tracking`).
 
     With ``resume``, an existing run directory is continued from its last checkpoint (or
     started if it has nothing yet); without it, a directory that already holds results is
@@ -58,7 +64,7 @@ def train(
     run_dir = config.run_dir()
     agent = make_agent(config, env)  # errors in the settings or the env: nothing written yet
     with stop_on_signals(), locked_run_dir(run_dir):
-        run = open_run(config, agent, run_dir, resume, progress)
+        run = open_run(config, agent, run_dir, resume, progress, tracking)
         if run is None:
             return run_dir
         try:
@@ -103,7 +109,12 @@ class OpenRun:
 
 
 def open_run(
-    config: RunSettings, agent: RunnableAgent, run_dir: Path, resume: bool, progress: Progress
+    config: RunSettings,
+    agent: RunnableAgent,
+    run_dir: Path,
+    resume: bool,
+    progress: Progress,
+    tracking: Tracking | None = None,
 ) -> OpenRun | None:
     """Check and prepare a locked run directory for ``agent`` (see :func:`train`); None
     when the run is complete already."""
@@ -165,7 +176,10 @@ def open_run(
         callback.checkpoint_step = resume_step
         if resume_step is None:
             callback.checkpoint(agent)  # step 0: a run with results always has a checkpoint
-        callback.logger = RunLogger(run_dir, resume_step=resume_step, rows=rows)
+        tracker = None
+        if tracking is not None:
+            tracker = start_tracker(tracking, config, run_dir, callback.name)
+        callback.logger = RunLogger(run_dir, resume_step=resume_step, rows=rows, tracker=tracker)
     except (ConfigError, OSError) as err:
         if resume_step is None:
             _remove_new_files(run_dir, before)
@@ -179,7 +193,7 @@ def close_run(run: OpenRun, stop: Exception | None = None) -> Path:
     the run can continue from) or after its end or a stop request (its checkpoint and
     ``explore.csv``; :class:`RunInterrupted` when a signal stopped it early)."""
     config, agent, callback, run_dir = run.config, run.agent, run.callback, run.run_dir
-    callback.logger.close()
+    callback.logger.close(failed=stop is not None)
     if stop is not None:
         if run.resume_step is None and agent.num_timesteps == 0:
             # Nothing was trained: leave nothing behind, so that the command runs again.

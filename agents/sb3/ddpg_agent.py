@@ -36,8 +36,8 @@ from ..common.checkpoints import FINITE_KEYS, load_checked
 from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import env_id, make_env
-from ..common.memory_budget import check_memory
 from ..settings.learners import DDPGSettings
+from ..settings.memory import check_learners
 from .adapter import (
     CheckedEnv,
     SB3RunAgent,
@@ -103,7 +103,7 @@ class SB3Agent(SB3RunAgent):
         self.env_id = env_id(self.env)
         self.device = resolve_device(device)
         obs_dim, action_dim = self.env.observation_space.shape[0], self.env.action_space.shape[0]
-        check_memory(config.memory_needs(obs_dim, action_dim), self.device)
+        check_learners([config], obs_dim, action_dim, self.device)
         self.model = self._build(seed)
         #: Steps whose transition and update are done (SB3 counts a step at ``env.step``).
         self.steps_done = 0

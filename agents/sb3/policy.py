@@ -59,6 +59,7 @@ from param_explore import linear_layers
 from param_explore.validation import require_positive
 
 from ..common.initialisation import INIT_SCHEMES, initialise_actor_, initialise_critic_
+from ..common.noise_redraw import redrawn_after_episodes, redrawn_every_step
 from ..common.strategies import resolve_strategy
 from ..common.tags import (
     EVAL_MEAN_RETURN,
@@ -254,7 +255,7 @@ class ParamExplorePolicy(TD3Policy):
     def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> Tensor:
         if deterministic:
             return self.actor(observation, use_sample=False)
-        if self.resample == "step":
+        if redrawn_every_step(self.resample):
             self.actor.optimizer.resample_noise()
         return self.actor.sampled_forward(observation)
 
@@ -329,8 +330,7 @@ class ParamExploreCallback(BaseCallback):
         policy = self.model.policy
         if not isinstance(policy, ParamExplorePolicy):
             raise TypeError("ParamExploreCallback needs a model with ParamExplorePolicy")
-        dones = self.locals.get("dones")
-        if policy.resample == "episode" and dones is not None and np.any(dones):
+        if redrawn_after_episodes(policy.resample, self.locals.get("dones")):
             policy.actor.optimizer.resample_noise()
         if self.num_timesteps % self.log_every < self.training_env.num_envs:
             self._record_scalars(policy)

@@ -57,8 +57,8 @@ from ..common.checkpoints import FINITE_KEYS, load_checked
 from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import env_id
-from ..common.memory_budget import check_memory
 from ..settings.learners import TRPO_STRATEGY
+from ..settings.memory import check_learners
 from ..settings.run import RunSettings
 from . import adapter
 
@@ -154,7 +154,7 @@ class SB3TRPOAgent(adapter.SB3RunAgent):
         obs_dim, action_dim = (
             int(np.prod(space.shape)) for space in (env.observation_space, env.action_space)
         )
-        check_memory(self.settings.memory_needs(obs_dim, action_dim), self.device)
+        check_learners([self.settings], obs_dim, action_dim, self.device)
         self.model = self._build(self.seed)
         #: Whether the run's callback is called at a rollout boundary (checkpoints then).
         self.at_boundary = False

@@ -34,7 +34,8 @@ rebuilds the hyperparameters the trial trained with (rl-zoo3's converter knows n
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -69,7 +70,9 @@ def sigma0_setting(strategy: str, sigma0: float, fixed: Mapping[str, Any]) -> di
     Vadam's σ₀ = 1/√(λ + c) (s starts at 0), so c = 1/σ₀² − λ; the precision strategies
     (VadaGrad, the Explore variants, fixed-noise, noisy Adam, noisy K-FAC) start at
     σ = 1/√p₀; adaptive parameter noise at σ = ``initial_std``; IVON at
-    σ₀ = 1/√(ess (h₀ + δ)), so h₀ = 1/(ess σ₀²) − δ (δ: ``weight_decay``).
+    σ₀ = 1/√(ess (h₀ + δ)) (δ: ``weight_decay``): with its preset's h₀ = δ (``hess_init``
+    None) δ = 1/(2 ess σ₀²), the prior moving with σ₀; with h₀ or δ fixed by the file,
+    h₀ = 1/(ess σ₀²) − δ.
     """
     defaults = param_explore.hyperparameters(strategy)
     if "sample_constant" in defaults:
@@ -81,8 +84,8 @@ def sigma0_setting(strategy: str, sigma0: float, fixed: Mapping[str, Any]) -> di
         return {"initial_std": sigma0}
     if "hess_init" in defaults:
         ess = fixed.get("ess", defaults["ess"])
-        if fixed.get("hess_init", defaults["hess_init"]) is None:  # h₀ = δ
-            return {"weight_decay": 1 / (2 * ess * sigma0**2)}
+        if fixed.get("hess_init", defaults["hess_init"]) is None and "weight_decay" not in fixed:
+            return {"weight_decay": 1 / (2 * ess * sigma0**2)}  # h₀ = δ moves with it
         decay = fixed.get("weight_decay", defaults["weight_decay"])
         return {"hess_init": 1 / (ess * sigma0**2) - decay}
     return {}
@@ -98,11 +101,12 @@ def sample_param_explore_params(
     every trial's ``params`` say what it trained.
     """
     fixed = dict(fixed_policy_kwargs)
-    named = fixed.pop("optimizer", None) or fixed.pop("strategy", None) or STRATEGIES
-    choices = [named] if isinstance(named, str) else list(named)
-    _check_strategies(choices)
-    strategy = trial.suggest_categorical("strategy", choices)
+    named = fixed.pop("optimizer" if "optimizer" in fixed else "strategy", None)
+    choices = _checked_strategies(STRATEGIES if named is None else named)  # not [] either
     fixed_actor_kwargs = dict(fixed.pop("actor_optimizer_kwargs", None) or {})
+    for name in choices:  # before a trial: a refusal is the file's, said once
+        _check_actor_kwargs(name, fixed_actor_kwargs)
+    strategy = trial.suggest_categorical("strategy", choices)
     actor_kwargs = dict(fixed_actor_kwargs)
     explores = param_explore.optimizer_class(strategy).explores
     if explores:
@@ -124,14 +128,41 @@ def sample_param_explore_params(
     }
 
 
-def _check_strategies(names: Sequence[Any]) -> None:
-    unknown = [name for name in names if name not in param_explore.available_optimizers()]
-    if unknown or not names:
-        valid = ", ".join(param_explore.available_optimizers())
+def _checked_strategies(named: Any) -> list[str]:
+    """The file's ``strategy``: a name, or a non-empty list of names (the choice)."""
+    names = [named] if isinstance(named, str) else named
+    valid = param_explore.available_optimizers()
+    if not isinstance(names, (list, tuple)) or not names or not all(n in valid for n in names):
         raise ConfigError(
-            f"policy_kwargs strategy must be a strategy name or a list of them ({valid}), "
-            f"got {list(names)!r}"
+            f"policy_kwargs strategy must be a strategy name or a non-empty list of them "
+            f"({', '.join(valid)}), got {named!r}"
         )
+    return list(names)
+
+
+def _check_actor_kwargs(strategy: str, fixed: Mapping[str, Any]) -> None:
+    """The file's ``actor_optimizer_kwargs`` for ``strategy``, then σ₀ at both ends of
+    :data:`SIGMA0_RANGE` where it is tuned, by the strategy's own checks: a prior that puts
+    the range out of reach (Vadam's c = 1/σ₀² − λ < 0 for λ > 1/σ₀²) is said in σ₀'s terms
+    before a trial, not as the setting σ₀ maps onto when the first trial's model is built."""
+    try:
+        param_explore.checked_hyperparameters(strategy, fixed)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"policy_kwargs actor_optimizer_kwargs for {strategy}: {err}") from None
+    if not sigma0_setting(strategy, 1.0, fixed).keys() - fixed.keys():
+        return  # no weight noise, or σ₀ fixed by the file
+    low, high = SIGMA0_RANGE
+    for sigma0 in SIGMA0_RANGE:
+        ((name, value),) = sigma0_setting(strategy, sigma0, fixed).items()
+        try:
+            param_explore.checked_hyperparameters(strategy, {**fixed, name: value})
+        except (ValueError, TypeError) as err:
+            raise ConfigError(
+                f"sigma0 = {sigma0:g}, an end of the tuned range {low:g}-{high:g}, is out of "
+                f"reach for {strategy} with actor_optimizer_kwargs {dict(fixed)}: it would "
+                f"need {name} = {value:g}, but {err}; fix sigma0 by setting {name} in "
+                "actor_optimizer_kwargs, or change what puts it out of reach"
+            ) from None
 
 
 def _sample_td3_core(trial: optuna.Trial) -> dict[str, Any]:
@@ -227,11 +258,27 @@ def load_zoo_trial(
     return sample_param_explore_params(optuna.trial.FixedTrial(params), n_actions, fixed)
 
 
+def sample_or_refuse(
+    trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict
+) -> dict[str, Any]:
+    """:func:`sample_zoo_params` as rl-zoo3 calls it: a refusal (the file's, before any
+    trial trains) is one line on stderr and exit 2. Raised, it would reach optuna, which
+    logs every exception of a trial with its traceback ("Trial 0 failed …") and raises it
+    again, ending rl-zoo3 with a second one; ``SystemExit`` is no trial's failure to
+    optuna and passes through."""
+    try:
+        return sample_zoo_params(trial, n_actions, n_envs, additional_args)
+    except ConfigError as err:
+        print(f"rl_zoo3 -optimize: error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
 def register_sampler() -> None:
-    """Make rl-zoo3's ``--optimize`` use :func:`sample_zoo_params` for TD3 and DDPG, and its
-    ``--trial-id`` reload :func:`load_zoo_trial`."""
+    """Make rl-zoo3's ``--optimize`` use :func:`sample_zoo_params` for TD3 and DDPG (its
+    refusals in one line: :func:`sample_or_refuse`), and its ``--trial-id`` reload
+    :func:`load_zoo_trial`."""
     for algo in ("td3", "ddpg"):
-        hyperparams_opt.HYPERPARAMS_SAMPLER[algo] = sample_zoo_params
+        hyperparams_opt.HYPERPARAMS_SAMPLER[algo] = sample_or_refuse
     ExperimentManager.load_trial = load_zoo_trial
 
 

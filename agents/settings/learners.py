@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
+from param_explore.validation import require_non_negative, require_positive
+
 from ..common.checks import (
     coerce_fields,
     coerce_value,
@@ -23,14 +25,11 @@ from ..common.checks import (
     require_finishable,
     require_known,
     require_layers,
+    require_valid,
 )
 from ..common.memory_budget import FLOAT32, MemoryNeed
 from ..common.strategies import Resample, Strategy, resolve_strategy
 
-#: The DDPG settings the update takes as numbers, which members of one population may each
-#: have of their own (:mod:`agents.ddpg.population`: each member's step numbers are its
-#: own); every other setting shapes the stacked tensors or the schedule, and members share it.
-PER_MEMBER_KEYS = ("optimizer_kwargs", "action_noise", "gamma", "tau", "critic_lr")
 #: The settings-file keys that make up a DDPG strategy (:class:`Strategy`).
 STRATEGY_KEYS = ("strategy", "optimizer_kwargs", "action_noise", "resample", "layer_norm")
 #: What each strategy key may hold as read from a file (before it is resolved).
@@ -93,7 +92,7 @@ class DDPGSettings:
             self.gradient_steps / self.train_every,
             f"{self.gradient_steps} every {self.train_every} step(s)",
         )
-        require(self.critic_l2_reg >= 0, f"critic_l2_reg must be >= 0, got {self.critic_l2_reg}")
+        require_valid(require_non_negative, "critic_l2_reg", self.critic_l2_reg)
         require(self.learning_starts >= 0, "learning_starts must be >= 0")
         require(
             self.buffer_size > self.learning_starts,
@@ -103,7 +102,7 @@ class DDPGSettings:
         )
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         require(0 < self.tau <= 1, f"tau must be in (0, 1], got {self.tau}")
-        require(self.critic_lr > 0, f"critic_lr must be > 0, got {self.critic_lr}")
+        require_valid(require_positive, "critic_lr", self.critic_lr)
         require(
             len(self.hidden_sizes) >= 2 and all(h > 0 for h in self.hidden_sizes),
             f"hidden_sizes needs at least two positive sizes, got {self.hidden_sizes}",
@@ -141,11 +140,6 @@ class DDPGSettings:
             f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "strategy"
         }
         return {**self.strategy.settings(), **hyperparameters}
-
-    def shared_by_members(self) -> dict[str, Any]:
-        """The settings members of one population must share: all but
-        :data:`PER_MEMBER_KEYS` (the one rule of who may share a population)."""
-        return {k: v for k, v in self.values().items() if k not in PER_MEMBER_KEYS}
 
     def memory_needs(self, obs_dim: int, action_dim: int) -> list[MemoryNeed]:
         """What these settings need in memory at least (``agents.common.memory_budget``):

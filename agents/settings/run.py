@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..common.checks import check_seed, coerce_fields, coerce_value, require, require_known
+from ..common.devices import check_device
 from ..common.reward_bonus import BonusSettings
 from ..curiosity.registry import resolve_bonus
 from .learners import NATIVE_ONLY, TRPO_STRATEGY, DDPGSettings, TRPOSettings
@@ -91,10 +92,7 @@ class RunSettings:
         for key in ("total_steps", "eval_every", "eval_episodes", "checkpoint_every", "log_every"):
             require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
         require(self.skipped_window >= 0, f"skipped_window must be >= 0, got {self.skipped_window}")
-        require(
-            self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
-            f"device must be auto, cpu or cuda, got {self.device!r}",
-        )
+        check_device(self.device)
         if isinstance(self.learner, TRPOSettings):
             require(self.engine == "sb3", "--algo trpo runs on the sb3 engine only (--engine sb3)")
             require(
@@ -113,16 +111,28 @@ class RunSettings:
                     "update and loop)",
                 )
             require(
+                self.bonus is None or self.engine == "native",
+                "a curiosity bonus with DDPG runs on the native engine only (on the sb3 "
+                "engine, with --algo trpo)",
+            )
+            require(
                 self.learner.train_every <= self.total_steps,
                 f"train_every ({self.learner.train_every}) exceeds total_steps "
                 f"({self.total_steps}): updates come every train_every steps, so this run "
                 "would never train",
             )
+            starts, every = self.learner.learning_starts, self.learner.train_every
+            first = (starts // every + 1) * every  # the buffer holds one per step
             require(
-                self.bonus is None or self.engine == "native",
-                "a curiosity bonus with DDPG runs on the native engine only (on the sb3 "
-                "engine, with --algo trpo)",
+                first <= self.total_steps,
+                f"learning_starts ({starts}) leaves no update within total_steps "
+                f"({self.total_steps}): updates start once the buffer holds more than "
+                f"learning_starts transitions, at step {first} (every {every} step(s)), so "
+                "this run would never train",
             )
+        if self.bonus is not None:
+            rollout = self.learner.n_steps if isinstance(self.learner, TRPOSettings) else None
+            self.bonus.require_fitted_within(self.total_steps, rollout)
 
     # ----------------------------------------------------------------- views
     @property
@@ -135,20 +145,6 @@ class RunSettings:
         if isinstance(self.learner, TRPOSettings):
             return TRPO_STRATEGY
         return self.learner.strategy.name
-
-    def population_key(self) -> tuple:
-        """What the members of one population share, as one value: the learner's settings
-        but those the update takes as numbers (:meth:`DDPGSettings.shared_by_members`), the
-        bonus's kind, and every run setting but the seed and the variant's label."""
-        values = self.values()
-        shared = {k: v for k, v in values.items() if k not in ("seed", "variant", "bonus")}
-        if isinstance(self.learner, DDPGSettings):
-            shared = {
-                **{k: v for k, v in shared.items() if k not in self.learner.values()},
-                **self.learner.shared_by_members(),
-            }
-        bonus = values["bonus"].get("kind") if values["bonus"] else None
-        return (repr(sorted(shared.items())), bonus)
 
     def run_dir(self) -> Path:
         """``<logdir>/<env>/<strategy>[+<bonus>][-sb3][@<variant>]/seed<k>``: TensorBoard

@@ -75,14 +75,7 @@ class BatchedEnv(VectorEnv):
     coverage: ClassVar[Coverage | None] = None
 
     def __init__(self, single_env: gym.Env, num_envs: int, max_episode_steps: int | None) -> None:
-        self.num_envs = num_envs
-        self.single_observation_space = single_env.observation_space
-        self.single_action_space = single_env.action_space
-        self.observation_space = batch_space(self.single_observation_space, num_envs)
-        self.action_space = batch_space(self.single_action_space, num_envs)
-        self.spec = single_env.spec
-        self.metadata = {**type(self).metadata}
-        self.max_episode_steps = max_episode_steps
+        show_copies(self, single_env, num_envs, max_episode_steps)
         self.report = None if self.coverage is None else BatchedReport(self.coverage, num_envs)
         self.np_random = np.random.default_rng()
         self._elapsed = np.zeros(num_envs, dtype=np.int64)
@@ -163,6 +156,21 @@ class BatchedEnv(VectorEnv):
         if self.report is not None:
             self.report.start_episode(ids)
         self._start(ids)
+
+
+def show_copies(
+    vector: VectorEnv, single_env: gym.Env, num_envs: int, max_episode_steps: int | None
+) -> None:
+    """What a vector env of ``single_env``'s N copies shows of them: its spaces (the single
+    env's, batched), spec, metadata (its class's) and time limit."""
+    vector.num_envs = num_envs
+    vector.single_observation_space = single_env.observation_space
+    vector.single_action_space = single_env.action_space
+    vector.observation_space = batch_space(vector.single_observation_space, num_envs)
+    vector.action_space = batch_space(vector.single_action_space, num_envs)
+    vector.spec = single_env.spec
+    vector.metadata = {**type(vector).metadata}
+    vector.max_episode_steps = max_episode_steps
 
 
 def _infos(entries: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, Any]:

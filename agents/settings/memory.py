@@ -1,0 +1,82 @@
+"""What a run, or a population's members, need in memory, and how many members fit: the
+estimate and the budget decided here once, for a single run, a population and a grid.
+
+Why one place: a grid sizes its populations by the memory they need
+(:func:`agents.runs.population_run.population_size`), a run checks its learner and bonus
+before either is made (:func:`agents.runs.agent_factory.check_run_env`), and each learner
+checks its own part again for callers that build it alone (``DDPG``, a population's
+members, SB3's DDPG, TRPO); each asks here, so that the sum a grid plans with is the sum a
+population checks. The parts are the settings' own (``memory_needs`` of a learner's and a
+bonus's settings); :func:`~agents.common.memory_budget.check_memory` compares them with the
+machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from ..common.memory_budget import MemoryNeed, check_memory
+from .learners import DDPGSettings, TRPOSettings
+from .run import RunSettings
+
+
+def learners_needs(
+    learners: Sequence[DDPGSettings | TRPOSettings],
+    obs_dim: int,
+    action_dim: int,
+    *,
+    buffer_allocated: bool = False,
+) -> list[MemoryNeed]:
+    """What ``learners`` — a single run's one, or a population's members — need together
+    on spaces of ``obs_dim`` and ``action_dim``; without their replay buffers where those
+    are ``buffer_allocated`` already (a population's rows of its stacked buffer)."""
+    needs = [need for learner in learners for need in learner.memory_needs(obs_dim, action_dim)]
+    if buffer_allocated:
+        needs = [need for need in needs if need.setting != "buffer_size"]
+    return needs
+
+
+def check_learners(
+    learners: Sequence[DDPGSettings | TRPOSettings],
+    obs_dim: int,
+    action_dim: int,
+    device: torch.device,
+    *,
+    buffer_allocated: bool = False,
+) -> None:
+    """ConfigError, before anything is allocated, when ``learners`` cannot fit on
+    ``device`` (:func:`learners_needs`)."""
+    check_memory(
+        learners_needs(learners, obs_dim, action_dim, buffer_allocated=buffer_allocated), device
+    )
+
+
+def run_needs(settings: RunSettings, obs_dim: int, action_dim: int) -> list[MemoryNeed]:
+    """What the run's learner and bonus need in memory at least; the bonus scores what its
+    learner hands it at once: DDPG's minibatch, TRPO's rollout."""
+    learner = settings.learner
+    needs = learners_needs([learner], obs_dim, action_dim)
+    if settings.bonus is not None:
+        scored = learner.n_steps if settings.algo == "trpo" else learner.batch_size
+        needs += settings.bonus.memory_needs(obs_dim, action_dim, scored)
+    return needs
+
+
+def members_that_fit(
+    learner: DDPGSettings,
+    obs_dim: int,
+    action_dim: int,
+    count: int,
+    workers: int,
+    available: int | None,
+) -> int:
+    """How many of ``count`` members of ``learner``'s settings fit in one population, with
+    ``workers`` such populations running at once: the ``available`` bytes
+    (:func:`~agents.common.memory_budget.available_memory`, now) over every member's
+    estimate, at least one, at most ``count`` (all when the memory is not known)."""
+    per_member = sum(need.nbytes for need in learners_needs([learner], obs_dim, action_dim))
+    if available is None or per_member == 0:
+        return count
+    return max(1, min(count, available // (per_member * workers)))

@@ -1,0 +1,87 @@
+"""MuJoCo Warp vector envs: env-steps per second for N worlds, on the device and through numpy.
+
+For each N of ``--worlds``, ``make_vector_env(ENV, N, backend="warp", device=DEVICE)``, reset,
+warmed up (the first steps compile Warp's kernels for the device, or load them from Warp's
+kernel cache), then ``--steps`` steps timed two ways, each with uniform random actions in
+[−1, 1] made on the device before the clock starts:
+
+- ``tensors``: ``step_tensors`` — torch in, torch out, every result left on the device
+  (what an engine that keeps the step on the device calls);
+- ``numpy``: ``step`` — the vector-env contract for today's engine: the actions' copy to the
+  device, the results' one copy back, float64 and the infos.
+
+The clock stops after ``torch.cuda.synchronize()`` (on a CUDA device). Results are printed
+and, with ``--json``, written as ``{"device": …, "env": …, "results": [{"worlds", "path",
+"steps", "seconds", "env_steps_per_s"}]}``. ``benchmarks/gpu_check.sh`` runs it on a GPU;
+on a CPU (``--device cpu``: Warp's CPU backend) it is a dry run, not a measurement.
+
+    python benchmarks/warp_envs.py [--env HalfCheetah-v4] [--worlds 100 1000] [--steps 200]
+                                   [--device cuda] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from agents.common.vector_envs import make_vector_env
+
+WARMUP = 5
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(env_id: str, worlds: int, steps: int, device: str) -> list[dict]:
+    """Both paths' env-steps/s for ``worlds`` copies of ``env_id``."""
+    vector = make_vector_env(env_id, worlds, backend="warp", device=device)
+    vector.reset(seed=0)
+    shape = vector.action_space.shape
+    actions = [2 * torch.rand(shape, device=vector.device) - 1 for _ in range(steps)]
+    host = [a.cpu().numpy() for a in actions]
+    for a in actions[:WARMUP]:
+        vector.step_tensors(a)
+    results = []
+    for path, call, inputs in (
+        ("tensors", vector.step_tensors, actions),
+        ("numpy", vector.step, host),
+    ):
+        _sync(vector.device)
+        start = time.perf_counter()
+        for a in inputs:
+            call(a)
+        _sync(vector.device)
+        seconds = time.perf_counter() - start
+        rate = worlds * steps / seconds
+        results.append(
+            {"worlds": worlds, "path": path, "steps": steps, "seconds": seconds,
+             "env_steps_per_s": rate}
+        )  # fmt: skip
+        print(f"{env_id} {worlds:5d} worlds {path:8s} {rate:12.0f} env-steps/s", flush=True)
+    vector.close()
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="HalfCheetah-v4")
+    parser.add_argument("--worlds", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    results = [r for n in args.worlds for r in measure(args.env, n, args.steps, args.device)]
+    name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
+    record = {"device": name, "env": args.env, "results": results}
+    if args.json:
+        args.json.write_text(json.dumps(record, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
