@@ -8,14 +8,16 @@ key, non-positive counts, settings that cannot fit in memory), a run directory t
 be used (written by another process, a file of it missing or damaged, a read-only or full
 disk) and a failing environment end with one ``train_agent: error: ...`` line and exit
 code 2; ``--check`` runs the same checks (:func:`_check_runs`) and trains nothing. Ctrl-C
-and SIGTERM stop after a checkpoint: exit code 130 and 143. A grid some of whose runs
-failed (or were lost with their worker) exits 1. ``--track`` logs each run to Weights &
-Biases as well (:mod:`agents.runs.tracking`).
+and SIGTERM stop after a checkpoint: exit code 130 and 143, with one line saying it stopped
+and the command that continues it. A grid some of whose runs failed (or were lost with
+their worker, or stopped by a signal of their own) exits 1. ``--track`` logs each run to
+Weights & Biases as well (:mod:`agents.runs.tracking`).
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -28,6 +30,7 @@ from .curiosity.registry import BONUSES
 from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
 from .runs.agent_factory import check_run_env, learner_module, make_task_env
 from .runs.grid import RunOutcome, check_grid, run_grid, threads_per_worker
+from .runs.resume import saved_settings
 from .runs.stopping import RunInterrupted, interrupt_on_signals
 from .runs.tracking import Tracking, check_tracking
 from .runs.train import train
@@ -46,19 +49,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--opt",
+        nargs="+",
         help=f"exploration strategy: {', '.join(available_strategies())} "
-        "(default vadam); several comma-separated, or 'all', run a grid",
+        "(default vadam); several (--opt a b, or a,b), or 'all', run a grid",
     )
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, help="random seed (default 0)")
     seeds.add_argument(
         "--seeds",
-        help="a grid over seeds: a count (5 = seeds 0-4) or a comma-separated list",
+        nargs="+",
+        help="a grid over seeds: a count (5 = seeds 0-4) or a list (--seeds 0 3 7, or 0,3,7)",
     )
     parser.add_argument(
         "--steps", type=int, dest="total_steps", help="environment steps in total (default 3000000)"
     )
-    parser.add_argument("--eval-every", type=int, help="steps between evaluations (10000)")
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        help="steps between evaluations (10000; with a shorter --steps, a tenth of it)",
+    )
     parser.add_argument("--eval-episodes", type=int, help="episodes per evaluation (20)")
     parser.add_argument("--logdir", help="root of run directories (default runs)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default auto")
@@ -142,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _listed(values: list[str]) -> list[str]:
+    """A list flag's items, given as separate words (``--opt a b``, as argparse users
+    write), comma-separated (``--opt a,b``), or both."""
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
 def _tracking(args: argparse.Namespace) -> Tracking | None:
     """``--track``'s W&B settings, or None; a ``--wandb-*`` flag without it is refused."""
     given = [f"--wandb-{name}" for name in ("project", "entity", "group")
@@ -153,21 +168,21 @@ def _tracking(args: argparse.Namespace) -> Tracking | None:
     return Tracking(args.wandb_project, args.wandb_entity, args.wandb_group)
 
 
-def _strategies(opt: str | None) -> list[str | None]:
+def _strategies(opt: list[str] | None) -> list[str | None]:
     if opt is None:
         return [None]
-    if opt == "all":
-        return available_strategies()
-    return [name.strip() for name in opt.split(",") if name.strip()]
+    names = _listed(opt)
+    return available_strategies() if names == ["all"] else list(names)
 
 
-def _seeds(seed: int | None, seeds: str | None) -> list[int | None]:
+def _seeds(seed: int | None, seeds: list[str] | None) -> list[int | None]:
     if seeds is None:
         return [seed]
     try:
-        values = [int(v) for v in seeds.split(",")]
+        values = [int(v) for v in _listed(seeds)]
     except ValueError:
-        raise ConfigError(f"--seeds expects a count or a list of integers, got {seeds!r}") from None
+        given = " ".join(seeds)
+        raise ConfigError(f"--seeds expects a count or a list of integers, got {given!r}") from None
     if len(values) == 1:
         if values[0] <= 0:
             raise ConfigError(f"--seeds count must be > 0, got {values[0]}")
@@ -179,12 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configs: list = []
+    notes: list[str] = []
     try:
         configs = resolve_runs(
             _strategies(args.opt),
             _seeds(args.seed, args.seeds),
             config_file=args.config,
             set_options=args.set_options,
+            notes=notes,
+            saved_eval_every=_saved_eval_every,
             env=args.env,
             total_steps=args.total_steps,
             eval_every=args.eval_every,
@@ -196,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             compile=args.compile,
             bonus={"kind": args.bonus} if args.bonus else None,
         )
+        for note in notes:
+            print(note)
         grid = _is_grid(configs, args)
         tracking = _tracking(args)
         _check_runs(configs, args, grid)
@@ -213,14 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:  # the file system's own refusal, e.g. of a --config file
         parser.exit(2, f"train_agent: error: {os_error_message(err)}\n")
     except RunInterrupted as stop:
-        what = "interrupted" if stop.signum == signal.SIGINT else "terminated"
-        follow = (
-            "running runs checkpointed, queued runs not started; run the same command "
-            "again to continue"
-            if _is_grid(configs, args)
-            else "checkpoint written, continue with --resume"
-        )
-        print(f"\ntrain_agent: {what}; {follow}", file=sys.stderr)
+        print(f"\ntrain_agent: {_stopped(stop, argv, _is_grid(configs, args))}", file=sys.stderr)
         return stop.exit_code
     except KeyboardInterrupt:  # a second Ctrl-C: stopped at once
         print(
@@ -229,6 +242,29 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+
+
+def _stopped(stop: RunInterrupted, argv: list[str] | None, grid: bool) -> str:
+    """What a stop the user asked for (Ctrl-C, SIGTERM) left, and the command that
+    continues it: a stop, not a failure."""
+    what = "interrupted" if stop.signum == signal.SIGINT else "terminated"
+    words = list(sys.argv[1:] if argv is None else argv)
+    if grid:  # every run of a grid resumes or is skipped: the same command continues it
+        return (
+            f"stopped ({what}): running runs checkpointed, queued runs not started; "
+            f"to continue, run the same command: {shlex.join(['train_agent', *words])}"
+        )
+    if "--resume" not in words:
+        words.append("--resume")
+    command = shlex.join(["train_agent", *words])
+    return f"stopped ({what}), checkpoint written; to continue: {command}"
+
+
+def _saved_eval_every(run: RunSettings) -> int | None:
+    """The evaluation interval ``run``'s directory was trained with, if it holds a run:
+    a short run's schedule derived from ``--steps`` never changes an existing run's."""
+    saved = saved_settings(run.run_dir())
+    return saved.eval_every if isinstance(saved, RunSettings) else None
 
 
 def _is_grid(configs: list[RunSettings], args: argparse.Namespace) -> bool:
@@ -275,7 +311,12 @@ def _grid(configs: list, args: argparse.Namespace, tracking: Tracking | None) ->
     )
 
     def report(outcome: RunOutcome) -> None:
-        status = "ok" if outcome.ok else f"FAILED: {outcome.message}"
+        if outcome.ok:
+            status = "ok"
+        elif outcome.stopped:  # the user's stop, not the run's failure
+            status = f"stopped ({outcome.message})"
+        else:
+            status = f"FAILED: {outcome.message}"
         print(f"  {outcome.run_dir}: {status}", flush=True)
 
     with interrupt_on_signals():
@@ -289,8 +330,11 @@ def _grid(configs: list, args: argparse.Namespace, tracking: Tracking | None) ->
             progress=False if args.no_progress else "lines",
             tracking=tracking,
         )
-    failed = [o for o in outcomes if not o.ok]
-    print(f"{total - len(failed)} of {total} runs finished, {len(failed)} failed")
+    failed = [o for o in outcomes if not o.ok and not o.stopped]
+    stopped = [o for o in outcomes if o.stopped]  # a worker's own SIGTERM: run the command again
+    finished = total - len(failed) - len(stopped)
+    also = f", {len(stopped)} stopped" if stopped else ""
+    print(f"{finished} of {total} runs finished, {len(failed)} failed{also}")
     for env_dir in sorted({Path(c.logdir) / c.env for c in configs}):
         skipped: list[str] = []
         if env_dir.is_dir() and write_strategy_aggregates(env_dir, skipped=skipped):
@@ -300,7 +344,7 @@ def _grid(configs: list, args: argparse.Namespace, tracking: Tracking | None) ->
             )
         for reason in skipped:  # the run's failure, if this grid's, is reported above
             print(f"  strategy aggregates leave out what cannot be read: {reason}")
-    return 1 if failed else 0
+    return 1 if failed or stopped else 0
 
 
 if __name__ == "__main__":

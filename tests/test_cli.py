@@ -7,6 +7,7 @@ Runs that need a process (a kill, Ctrl-C, a terminal, the console script's own e
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -218,7 +219,11 @@ def test_ctrl_c_writes_a_final_checkpoint(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130
-    assert "interrupted; checkpoint written" in stderr and "Traceback" not in stderr
+    assert "Traceback" not in stderr
+    resume = shlex.join([str(exe), *args, "--resume"]).replace(str(exe), "train_agent", 1)
+    assert stderr.strip().splitlines()[-1] == (
+        f"train_agent: stopped (interrupted), checkpoint written; to continue: {resume}"
+    )
     checkpoint = run_dir / "checkpoints" / "latest.pt"
     assert torch.load(checkpoint, weights_only=True)["counters"]["num_timesteps"] > 0
 
@@ -323,3 +328,63 @@ def test_progress_bar_on_a_terminal(tmp_path):
     text = output.decode(errors="replace")
     assert "600/600" in text and "steps/s=" in text and "eval=" in text
     assert "step 200: eval return" in stdout  # evaluation lines go above the bar
+
+
+# ------------------------------------------------- list flags, a short run's schedule
+@pytest.mark.parametrize(
+    "lists",
+    [["--opt", "vadam", "adam-plain", "--seeds", "0", "3"],
+     ["--opt", "vadam,adam-plain", "--seeds", "0,3"],
+     ["--opt", "vadam", "adam-plain", "--seeds", "0,3"]],
+    ids=["words", "commas", "both"],
+)  # fmt: skip
+def test_list_flags_take_words_as_well_as_commas(lists, tmp_path, train_agent):
+    """``--opt a b`` (argparse's own convention, as users bring it) names the same grid
+    as ``--opt a,b``; so do ``--seeds 0 3`` and ``--seeds 0,3``."""
+    result = train_agent("--env", "Pendulum-v1", *lists, "--logdir", "out", "--check",
+                         cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    checked = [line.split(":")[0] for line in result.stdout.splitlines() if "checked" in line]
+    assert checked == [f"out/Pendulum-v1/{opt}/seed{seed}"
+                       for seed in (0, 3) for opt in ("vadam", "adam-plain")]  # fmt: skip
+
+
+def test_seeds_as_one_word_is_a_count(tmp_path, train_agent):
+    result = train_agent("--env", "Pendulum-v1", "--seeds", "3", "--check", cwd=tmp_path)
+    assert result.stdout.count("settings checked") == 3, result.stderr
+    line = error_line(train_agent("--env", "Pendulum-v1", "--seeds", "1", "x", cwd=tmp_path))
+    assert "--seeds expects a count or a list of integers, got '1 x'" in line
+
+
+def test_steps_without_eval_every_gives_a_curve_and_says_so(tmp_path, train_agent):
+    """``--steps 400`` alone: 10 evaluations (every 40 steps, the preset's 10 000 being
+    for 3 M), said in one line; extending the run with ``--resume`` keeps its schedule."""
+    args = ["--env", "Pendulum-v1", "--eval-episodes", "1", "--logdir", "out", "--no-progress",
+            "--set", "learning_starts=50", *SMALL_NET]  # fmt: skip
+    run = train_agent(*args, "--steps", "400", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    note = "--steps 400 without --eval-every: an evaluation every 40 steps, 10 in all"
+    assert run.stdout.count(note) == 1, run.stdout
+    eval_csv = tmp_path / "out" / "Pendulum-v1" / "vadam" / "seed0" / "eval.csv"
+    assert [row["step"] for row in read_eval_csv(eval_csv)] == list(range(40, 401, 40))
+    more = train_agent(*args, "--steps", "600", "--resume", cwd=tmp_path)
+    assert more.returncode == 0, more.stderr
+    assert "without --eval-every" not in more.stdout
+    assert [row["step"] for row in read_eval_csv(eval_csv)] == list(range(40, 601, 40))
+
+
+@pytest.mark.parametrize(
+    ("flags", "options", "every"),
+    [({}, [], 10_000),  # the paper's setting
+     ({"total_steps": 3_000_000}, [], 10_000),
+     ({"total_steps": 100_000}, [], 10_000),  # the studies' runs: 10 points already
+     ({"total_steps": 50_000}, [], 5_000),
+     ({"total_steps": 3_000}, [], 300),
+     ({"total_steps": 3_000, "eval_every": 1_000}, [], 1_000),
+     ({"total_steps": 3_000}, ["eval_every=1500"], 1_500)],
+)  # fmt: skip
+def test_a_short_run_schedule_only_where_nothing_sets_one(flags, options, every):
+    from agents.settings.resolve import resolve_runs
+
+    (run,) = resolve_runs(["vadam"], [0], None, options, env="Pendulum-v1", **flags)
+    assert run.eval_every == every

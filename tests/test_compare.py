@@ -471,6 +471,27 @@ def test_sigma_figure_labels_its_rows_once_and_lists_every_strategy():
     plt.close(fig)
 
 
+def test_a_success_panel_of_zero_rates_spans_the_rates_range(tmp_path):
+    """intervals.png of a sparse task whose every success rate is 0: each panel's axis is
+    [0, 1] with success.png's margin, not −1 to 1 around the zeros; a task scored by its
+    return keeps an axis fitted to its values."""
+    env_dir = tmp_path / "runs" / "SparseMountainCar-v0"
+    for strategy in ("vadam", "adam-plain"):
+        for seed in (0, 1):
+            logger = RunLogger(env_dir / strategy / f"seed{seed}")
+            for step in STEPS:
+                logger.evaluation(step, -100.0, 1.0, 20, 0.0, success_rate=0.0)
+            logger.close()
+    (task,) = group_tasks(load_runs(env_dir)[0])
+    assert task.unit == "success rate"
+    fig = plot_intervals([task_estimates(task, 100, 0)], {"vadam": "C0", "adam-plain": "C1"})
+    assert [ax.get_xlim() for ax in fig.axes] == [(-0.03, 1.03)] * 4
+    dense = write_runs(tmp_path / "dense", {"vadam": 0.0, "adam-plain": -500.0})
+    fig = plot_intervals([task_estimates(group_tasks(load_runs(dense)[0])[0], 100, 0)],
+                         {"vadam": "C0", "adam-plain": "C1"})  # fmt: skip
+    assert all(ax.get_xlim()[1] - ax.get_xlim()[0] > 100 for ax in fig.axes)  # returns
+
+
 def test_every_strategy_of_a_large_comparison_has_a_colour_of_its_own():
     """Twelve strategies (``--opt all`` has 13): twelve colours, told apart (no two closer
     in RGB than matplotlib's own closest two), and each line of the figure in its own."""

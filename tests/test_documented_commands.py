@@ -61,10 +61,11 @@ NOT_RUN = {
     "compare_runs a/HalfCheetah-v4 b/HalfCheetah-v4 --labels a,b": "needs two grids of runs",
     "python -m rl_zoo3.train --algo ddpg --env HalfCheetah-v4 -conf hyperparams/ddpg.yml "
     "--gym-packages agents.sb3.policy": "trains SB3's DDPG for rl-zoo3's budget (1 M steps)",
-    "python -m rl_zoo3.train --algo td3 --env Pendulum-v1 -conf examples/rl_zoo/td3.yml "
-    "--gym-packages agents.sb3.zoo -optimize --n-trials 4 --n-timesteps 2000 --n-jobs 1 "
-    "--sampler random --pruner none --seed 0 --no-optim-plots": (
-        "four 2 k-step trials, ~12 CPU-minutes (tests/test_rl_zoo.py runs two short ones)"
+    "OMP_NUM_THREADS=1 python -m rl_zoo3.train --algo td3 --env Pendulum-v1 -conf "
+    "examples/rl_zoo/td3.yml --gym-packages agents.sb3.zoo --optimize-hyperparameters "
+    "--n-trials 4 --n-timesteps 1500 --n-jobs 1 --sampler random --pruner none --seed 0 "
+    "--no-optim-plots": (
+        "four 1.5 k-step trials, ~40 CPU-seconds (tests/test_rl_zoo.py runs two short ones)"
     ),
     "bash studies/reproduction/reproduce.sh": "the study: ~28 core-hours",
     "STEPS=300000 bash studies/reproduction/reproduce.sh": "extends the study's runs",

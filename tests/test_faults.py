@@ -25,6 +25,7 @@ import os
 import pickle
 import random
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -777,10 +778,10 @@ def test_8_ctrl_c_stops_a_grid_and_sigterm_checkpoints(tmp_path):
     run: a checkpoint, exit 143. (The children get SIGINT's default action: a background
     job starts with it ignored.)"""
     exe = str(Path(sys.executable).with_name("train_agent"))
+    args = [exe, *TINY, "--opt", "vadam,adam-plain", "--seeds", "4", "--workers", "2",
+            "--steps", "100000", "--eval-every", "50000", "--no-population"]  # fmt: skip
     grid = subprocess.Popen(
-        [exe, *TINY, "--opt", "vadam,adam-plain", "--seeds", "4", "--workers", "2", "--steps",
-         "100000", "--eval-every", "50000", "--no-population"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True, preexec_fn=default_sigint,
     )  # fmt: skip
     env_dir = tmp_path / "out" / "Pendulum-v1"
@@ -788,10 +789,18 @@ def test_8_ctrl_c_stops_a_grid_and_sigterm_checkpoints(tmp_path):
     time.sleep(2)  # training
     interrupted = time.monotonic()
     os.killpg(grid.pid, signal.SIGINT)
-    _, stderr = grid.communicate(timeout=120)
+    stdout, stderr = grid.communicate(timeout=120)
     took = time.monotonic() - interrupted
     assert grid.returncode == 130, stderr
     assert "Traceback" not in stderr and "queued runs not started" in stderr
+    # A stop the user asked for: each running run says so, none failed; the same command
+    # continues the grid.
+    assert "FAILED" not in stdout
+    assert stdout.count(": stopped (checkpoint written)") == 2, stdout
+    assert stderr.strip().splitlines()[-1] == (
+        "train_agent: stopped (interrupted): running runs checkpointed, queued runs not "
+        f"started; to continue, run the same command: {shlex.join(['train_agent', *args[1:]])}"
+    )
     started = sorted(env_dir.glob("*/seed*"))
     assert len(started) == 2, started  # 6 of 8 never started
     for run_dir in started:
@@ -808,7 +817,8 @@ def test_8_ctrl_c_stops_a_grid_and_sigterm_checkpoints(tmp_path):
     single.send_signal(signal.SIGTERM)
     _, stderr = single.communicate(timeout=120)
     assert single.returncode == 143, stderr
-    assert "terminated; checkpoint written, continue with --resume" in stderr
+    assert "stopped (terminated), checkpoint written; to continue: train_agent " in stderr
+    assert stderr.rstrip().endswith(" --resume")
     state = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
     assert state["counters"]["num_timesteps"] > 0
 

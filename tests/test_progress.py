@@ -12,7 +12,9 @@ import pytest
 from agents.runs import callback
 from agents.runs.grid import run_grid, run_task
 from agents.runs.run_logger import read_eval_csv
-from agents.settings.resolve import resolve_runs
+from agents.settings.resolve import resolve_runs, resolve_settings
+
+from conftest import train_agent_process
 
 ENV = "Pendulum-v1"
 SETS = ["hidden_sizes=[16,16]", "learning_starts=50", "log_every=100", "compile=false"]
@@ -42,7 +44,8 @@ def test_a_grids_runs_print_status_and_eval_lines_naming_the_run(tmp_path, capsy
     """A grid's task (a population of two seeds here) in "lines" progress: every line,
     status or evaluation, starts with the run's name; status lines give the step, the
     speed and the latest evaluation."""
-    monkeypatch.setattr(callback, "STATUS_SECONDS", 0.0)  # a status line at every log
+    monkeypatch.setattr(callback, "STATUS_SECONDS", 0.0)  # a status line every 100 steps
+    monkeypatch.setattr(callback, "STATUS_FRACTION", 1.0)  # and none for the fraction
     monkeypatch.chdir(tmp_path)
     configs = resolve_runs(["vadam"], [0, 1], None, [*SETS, "logdir=out"], env=ENV,
                            total_steps=200, eval_every=100, eval_episodes=1)  # fmt: skip
@@ -55,11 +58,16 @@ def test_a_grids_runs_print_status_and_eval_lines_naming_the_run(tmp_path, capsy
         evals = {row["step"]: row["mean_return"]
                  for row in read_eval_csv(tmp_path / "out" / name / "eval.csv")}  # fmt: skip
         own = [line for line in lines if line.startswith(f"{name} ")]
+        assert own[0] == (
+            f"{name} starts: DDPG with vadam on {ENV}, 200 steps, an evaluation "
+            f"every 100; writes out/{name}"
+        )  # each member's own start line
         assert f"{name} step 100: eval return {evals[100]:.1f}" in "\n".join(own)
         status = [line for line in own if re.match(rf"{name} step \d+/200 \(\d+%\)", line)]
         assert [line.split()[2] for line in status] == ["100/200", "200/200"]
         assert re.search(r", \d+ steps/s", status[0])
-        assert f"last eval return {evals[100]:.1f}" in status[-1]
+        assert f"last eval return {evals[100]:.1f}" in status[0]  # after the step's evaluation
+        assert f"last eval return {evals[200]:.1f}" in status[-1]
     run_lines = [line for line in lines if " step " in line]
     assert all(line.startswith(f"{ENV}/vadam/seed") for line in run_lines)
 
@@ -100,3 +108,36 @@ def test_the_grid_command_passes_no_progress_to_its_workers(train_agent, tmp_pat
     assert train_agent(*args, "--no-progress", cwd=tmp_path).returncode == 0
     assert train_agent(*args, cwd=tmp_path).returncode == 0  # resumes: both runs are done
     assert seen == [False, "lines"]
+
+
+def test_a_piped_run_says_what_runs_and_prints_a_status_line_every_tenth(tmp_path):
+    """A single run whose stdout is a pipe (a log, ``nohup``, a batch scheduler) shows no
+    bar: it says at its start what runs and where it writes, then a status line at every
+    tenth of its steps (400 steps: one every 40), each with its speed, and after the first
+    evaluation that evaluation's return and σ."""
+    result = train_agent_process(
+        "--env", ENV, "--steps", "400", "--eval-every", "200", "--eval-episodes", "1",
+        "--logdir", "out", "--no-compile", *[arg for value in SETS for arg in ("--set", value)],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    name = f"{ENV}/vadam/seed0"
+    lines = result.stdout.splitlines()
+    assert lines[0] == (
+        f"{name} starts: DDPG with vadam on {ENV}, 400 steps, an evaluation every 200; "
+        f"writes out/{name}"
+    )
+    status = [line for line in lines if re.match(rf"{name} step \d+/400 \(\d+%\)", line)]
+    assert [line.split()[2] for line in status] == [f"{k}/400" for k in range(40, 401, 40)]
+    assert all(re.search(r", \d+ steps/s", line) for line in status)
+    first_eval = read_eval_csv(tmp_path / "out" / name / "eval.csv")[0]["mean_return"]
+    assert "last eval" not in status[3]  # step 160
+    assert f"last eval return {first_eval:.1f}, σ " in status[4]  # step 200, after its eval
+
+
+def test_a_compiled_run_says_its_first_step_compiles():
+    """The seconds before a compiled run's first step moves are said at its start."""
+    compiled = callback.start_line(resolve_settings(env=ENV, compile=True), 0)
+    assert "the update compiles at the first step, once per machine" in compiled
+    eager = callback.start_line(resolve_settings(env=ENV, compile=False, seed=3), 1000)
+    assert eager.startswith("resumes at step 1000: DDPG with vadam") and "compiles" not in eager

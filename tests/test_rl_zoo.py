@@ -194,6 +194,22 @@ def test_policy_without_a_strategy_warns_naming_the_default():
         TD3(ParamExplorePolicy, "Pendulum-v1", policy_kwargs=dict(strategy="vadam", net_arch=[8]))
 
 
+def test_a_model_trained_without_a_strategy_loads_without_warning_again(tmp_path):
+    """Built without a strategy it warns once; trained with ParamExploreCallback, it is
+    saved with the strategy it trained, and loads as that strategy without a warning."""
+    given = dict(net_arch=[8])
+    with pytest.warns(UserWarning, match="no strategy"):
+        model = TD3("ParamExplorePolicy", "Pendulum-v1", learning_starts=5, policy_kwargs=given)
+    model.learn(10, callback=ParamExploreCallback())
+    assert given == dict(net_arch=[8])  # the caller's dict untouched
+    model.save(tmp_path / "model.zip")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*no strategy")
+        loaded = TD3.load(tmp_path / "model.zip", env=gym.make("Pendulum-v1"), device="cpu")
+    assert loaded.policy.strategy == "vadam"
+    assert isinstance(loaded.policy.actor.optimizer, param_explore.Vadam)
+
+
 @pytest.mark.parametrize("strategy, warns", [("fixed-noise", True), ("adam-plain", False)])
 def test_weight_noise_with_action_noise_warns(strategy, warns):
     model = TD3(
@@ -296,6 +312,53 @@ def test_rl_zoo3_train_without_a_strategy_says_which_it_trains(tmp_path):
     with pytest.warns(UserWarning, match="no strategy"):  # SB3 saved the kwargs as given
         model = TD3.load(saved, env=gym.make("Pendulum-v1"), device="cpu")
     assert isinstance(model.policy.actor.optimizer, param_explore.Vadam)
+
+
+def test_rl_zoo3_reloads_a_tuned_trial_as_it_trained(tmp_path):
+    """``--storage … --trial-id N`` trains with trial N's hyperparameters: its strategy at
+    its σ₀ with its resample and actor learning rate, the study's policy_kwargs kept (which
+    rl-zoo3's TD3 converter does not know: they reached TD3 as unknown arguments), and the
+    critic's values as rl-zoo3 converts them. The study is one rl-zoo3 would write (its
+    user attributes) and its trials this sampler's; rl-zoo3 reloads it in a process."""
+    policy_kwargs = dict(strategy=["fixed-noise", "adam-plain"], net_arch=[16, 16],
+                         actor_grad_scale=4)  # fmt: skip
+    (tmp_path / "td3.yml").write_text(
+        "Pendulum-v1:\n  n_timesteps: 20000\n  policy: 'ParamExplorePolicy'\n"
+        f'  learning_starts: 50\n  policy_kwargs: "{policy_kwargs}"\n'
+    )
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "study.log"))
+    )
+    study = optuna.create_study(storage=storage, study_name="tune",
+                                sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
+    study.set_user_attr("policy", "ParamExplorePolicy")
+    study.set_user_attr("policy_kwargs", str(policy_kwargs))
+    while not any(t.number > 0 and t.params["strategy"] == "fixed-noise" for t in study.trials):
+        trial = study.ask()
+        sample_zoo_params(trial, 1, 1, {})
+        study.tell(trial, -1000.0)
+    # rl-zoo3 reads --trial-id 0 as no trial id at all (``if self.trial_id``)
+    chosen = next(t for t in study.trials if t.number > 0 and t.params["strategy"] == "fixed-noise")
+    params = chosen.params
+    result = zoo_train(
+        "--algo", "td3", "-conf", "td3.yml", "--gym-packages", "agents.sb3.zoo",
+        "--storage", "study.log", "--study-name", "tune", "--trial-id", str(chosen.number),
+        "-n", "100", "--eval-freq", "-1", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    saved = next((tmp_path / "logs" / "td3").glob("Pendulum-v1_*/Pendulum-v1.zip"))
+    model = TD3.load(saved, env=gym.make("Pendulum-v1"), device="cpu")
+    policy = model.policy
+    assert (policy.strategy, policy.resample) == ("fixed-noise", params["resample"])
+    assert policy.actor_grad_scale == 4 and model.action_noise is None
+    assert [m.out_features for m in policy.actor.mu if isinstance(m, nn.Linear)] == [16, 16, 1]
+    optimizer = policy.actor.optimizer
+    stds = torch.cat([s.flatten() for s in optimizer.sampling_std()])
+    assert torch.allclose(stds, torch.tensor(params["sigma0"]), rtol=1e-5)  # σ never learned
+    assert math.isclose(optimizer.param_groups[0]["lr"], params["actor_learning_rate"])
+    assert model.batch_size == 2 ** params["batch_size_pow"]
+    assert model.gamma == pytest.approx(1 - params["one_minus_gamma"])
+    assert model.gradient_steps == params["train_freq"]
 
 
 # --- refusals (fault round 6) ----------------------------------------------------------------

@@ -33,7 +33,7 @@ from .intervals import (
     improvement_matrix,
     performance_profiles,
 )
-from .task_scores import SCORES, Across, Task, across_tasks
+from .task_scores import SCORES, SUCCESS_UNIT, Across, Task, across_tasks
 from .ticks import few_ticks
 
 ACROSS = "across tasks"
@@ -167,8 +167,13 @@ def _markdown(estimates: list[Estimates], reps: int, seed: int, descriptions: li
     return "\n".join(lines) + "\n"
 
 
+#: A success rate's axis: the whole of [0, 1] and a margin, as success.png's (a rate's
+#: scale is known; one fitted to the values drew a panel of all-zero rates from −1 to 1).
+RATE_LIMITS = (-0.03, 1.03)
+
+
 def _interval_panel(
-    ax: Axes, methods: dict[str, Interval], colors: dict[str, str], title: str
+    ax: Axes, methods: dict[str, Interval], colors: dict[str, str], title: str, unit: str
 ) -> None:
     for row, (method, i) in enumerate(methods.items()):
         if i.estimated:  # one seed: the point alone
@@ -183,7 +188,7 @@ def _interval_panel(
     ends = [x for i in methods.values() for x in (i.point, i.lower, i.upper) if np.isfinite(x)]
     low, high = min(ends), max(ends)
     pad = 0.08 * (high - low) or 0.05 * abs(low) or 1.0
-    ax.set_xlim(low - pad, high + pad)
+    ax.set_xlim(RATE_LIMITS if unit == SUCCESS_UNIT else (low - pad, high + pad))
     few_ticks(ax.xaxis)
 
 
@@ -225,7 +230,7 @@ def plot_intervals(estimates: list[Estimates], colors: dict[str, str]) -> plt.Fi
             ax = axes[r, c]
             methods = {m: e.intervals[score][m][statistic] for m in e.runs}
             title = f"{e.scope}\n{SCORES[score]} {_STATISTIC_TITLES[statistic]}"
-            _interval_panel(ax, methods, colors, title)
+            _interval_panel(ax, methods, colors, title, e.unit)
             ax.set_xlabel(e.unit)
             if c:
                 ax.set_yticklabels([])

@@ -31,6 +31,8 @@ from .curves import Curve
 REFERENCE_RETURNS = "reference_returns.csv"
 #: The two scores of a run, with how tables name them.
 SCORES = {"final": "final", "auc": "over the curve"}
+#: The unit of a task scored by success rate (a sparse task), in [0, 1].
+SUCCESS_UNIT = "success rate"
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ class Task:
 
     @property
     def unit(self) -> str:
-        return "success rate" if self.sparse else "return"
+        return SUCCESS_UNIT if self.sparse else "return"
 
     @property
     def end(self) -> int | None:

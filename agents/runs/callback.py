@@ -4,9 +4,15 @@ after every environment step (:class:`agents.common.callbacks.Callback`).
 Progress, one of three forms (``progress``): on a terminal a bar named after the run
 (``HalfCheetah-v4/vadam/seed0``) with one speed, the training throughput (evaluation
 excluded, tqdm's own rate hidden), and the latest evaluation's return; ``"lines"``, a grid's
-runs, which share one terminal, where a bar per process would overwrite the others: one
-line per run every :data:`STATUS_SECONDS`, naming it; or none. Every evaluation prints a
-line naming its run either way (above the bar on a terminal).
+runs, which share one terminal, where a bar per process would overwrite the others; or none.
+Status lines are also what a single run prints when its stdout is not a terminal (piped,
+``nohup``, a batch scheduler's log), where a bar is not seen: SB3 prints its table whatever
+the output is, and a log that stays silent until the first evaluation (minutes, with the
+one-off compile before it) cannot be told from a hung run. With lines, a run says at its
+start what runs, where it writes and what the first update costs, then a status line (step,
+speed, latest evaluation, σ) every :data:`STATUS_SECONDS` and at least every
+:data:`STATUS_FRACTION` of the run. Every evaluation prints a line naming its run either
+way (above the bar on a terminal).
 """
 
 from __future__ import annotations
@@ -49,12 +55,15 @@ from .stopping import stop_requested
 EVAL_SEED_OFFSET = 1_000_000
 #: Seconds between two status lines of a run in ``"lines"`` progress (a grid's runs).
 STATUS_SECONDS = 30.0
+#: A status line at least every this fraction of the run's steps, however fast it runs.
+STATUS_FRACTION = 0.1
 #: The bar: the run's name, steps, time, and the postfix's speed and eval (no tqdm rate).
 BAR_FORMAT = (
     "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
 )
 
-#: ``True``: a bar on a terminal; ``"lines"``: a status line every :data:`STATUS_SECONDS`.
+#: ``True``: a bar on a terminal, status lines when stdout is not one; ``"lines"``: status
+#: lines only (a grid's runs); ``False``: neither.
 Progress = bool | Literal["lines"]
 STATUS_LINES: Progress = "lines"
 
@@ -67,6 +76,26 @@ def run_name(config: RunSettings) -> str:
         return run_dir.relative_to(config.logdir).as_posix()
     except ValueError:
         return run_dir.as_posix()
+
+
+def start_line(config: RunSettings, step: int) -> str:
+    """What a run says as it starts, for a log read later: what trains, where it writes,
+    and, for a compiled update, that its first step compiles (the seconds before anything
+    else moves)."""
+    strategy = "" if config.algo == "trpo" else f" with {config.strategy}"
+    bonus = "" if config.bonus is None else f" and {config.bonus.label()}"
+    start = "starts" if step == 0 else f"resumes at step {step}"
+    line = (
+        f"{start}: {config.algo.upper()}{strategy}{bonus} on {config.env}, "
+        f"{config.total_steps} steps, an evaluation every {config.eval_every}; "
+        f"writes {config.run_dir()}"
+    )
+    if getattr(config.learner, "compile", False) and config.engine == "native":
+        line += (
+            "; the update compiles at the first step, once per machine for these networks "
+            "and strategy (~30 s; ~3 s once cached, --no-compile skips it)"
+        )
+    return line
 
 
 class RunCallback(Callback):
@@ -102,8 +131,10 @@ class RunCallback(Callback):
             dynamic_ncols=True,
             disable=not (progress is True and sys.stderr.isatty()),
         )
-        self._status_lines = progress == "lines"
+        self._status_lines = progress == "lines" or (progress is True and not sys.stdout.isatty())
         self._status_at = time.monotonic()
+        self._status_every = max(1, math.ceil(config.total_steps * STATUS_FRACTION))
+        self._status_step = 0
         self._speed: float | None = None
         self._clock = time.perf_counter()
         self._clock_step = 0
@@ -128,6 +159,9 @@ class RunCallback(Callback):
         self.bar.update(agent.num_timesteps - self.bar.n)
         self._clock = time.perf_counter()
         self._clock_step = agent.num_timesteps
+        self._status_step = agent.num_timesteps
+        if self._status_lines:
+            self._write(start_line(self.config, agent.num_timesteps))
 
     def on_episode_end(
         self, agent: RunnableAgent, episode_return: float, episode_length: int
@@ -154,6 +188,8 @@ class RunCallback(Callback):
             self.checkpoint(agent)
         if step % 100 == 0:
             self.bar.update(step - self.bar.n)
+        if self._status_lines and self._status_due(step):
+            self._write_status(step)
         # A signal asked to stop: the step is complete, the run stops here.
         return step < cfg.total_steps and stop_requested() is None
 
@@ -207,16 +243,36 @@ class RunCallback(Callback):
         return scalars
 
     def _show_progress(self, step: int) -> None:
-        """The bar's speed and latest eval, and a run's status line when one is due."""
+        """The bar's speed and latest eval."""
         self._set_postfix()
-        if self._status_lines and time.monotonic() - self._status_at >= STATUS_SECONDS:
-            total = self.config.total_steps
-            status = [f"step {step}/{total} ({step / total:.0%})"]
-            if self._speed is not None:
-                status.append(f"{self._speed:.0f} steps/s")
-            if self.last_eval is not None:
-                status.append(f"last eval return {self.last_eval:.1f}")
-            self._write(", ".join(status))
+
+    def _status_due(self, step: int) -> bool:
+        """A status line is due at the run's next :data:`STATUS_FRACTION`, or (looked at
+        every 100 steps: a clock read per step would cost more than it tells)
+        :data:`STATUS_SECONDS` after the run's last line."""
+        if step - self._status_step >= self._status_every:
+            return True
+        return (
+            step % 100 == 0
+            and step > self._status_step
+            and time.monotonic() - self._status_at >= STATUS_SECONDS
+        )
+
+    def _write_status(self, step: int) -> None:
+        """The run's status line: steps done, speed, the latest evaluation and σ."""
+        total = self.config.total_steps
+        status = [f"step {step}/{total} ({step / total:.0%})"]
+        elapsed = time.perf_counter() - self._clock
+        # The throughput since the last logged one (evaluations excluded), else that one.
+        speed = (step - self._clock_step) / elapsed if step > self._clock_step else self._speed
+        if speed is not None:
+            status.append(f"{speed:.0f} steps/s")
+        if self.last_eval is not None:
+            status.append(f"last eval return {self.last_eval:.1f}")
+        if self.last_sigma is not None:
+            status.append(f"σ {sigma_text(self.last_sigma)}")
+        self._write(", ".join(status))
+        self._status_step = step
 
     def _set_postfix(self) -> None:
         postfix = {} if self._speed is None else {"steps/s": f"{self._speed:.0f}"}

@@ -69,9 +69,13 @@ GridProgress = Literal["lines", False]
 
 @dataclass
 class RunOutcome:
+    """How a grid's run ended: ``ok``, or not with ``message``; ``stopped`` when it stopped
+    because the user asked (Ctrl-C, SIGTERM): not a failure, and the command continues it."""
+
     run_dir: str
     ok: bool
     message: str
+    stopped: bool = False
 
 
 def cores_per_worker(workers: int) -> int:
@@ -115,14 +119,14 @@ def run_task(
 
     torch.set_num_threads(threads)
     if stop_requested() is not None:  # the grid is stopping: a queued run never starts
-        return [RunOutcome(str(c.run_dir()), False, "not started (interrupted)") for c in configs]
+        return [RunOutcome(str(c.run_dir()), False, "not started", stopped=True) for c in configs]
     try:
         if len(configs) == 1:
             train(configs[0], resume=True, progress=progress, tracking=tracking)
             return [RunOutcome(str(configs[0].run_dir()), True, "done")]
         outcomes = train_population(configs, True, progress, tracking)
     except KeyboardInterrupt:
-        return [RunOutcome(str(c.run_dir()), False, "interrupted; checkpoint written")
+        return [RunOutcome(str(c.run_dir()), False, "checkpoint written", stopped=True)
                 for c in configs]  # fmt: skip
     except Exception as err:  # one failing run must not stop the grid
         return [RunOutcome(str(c.run_dir()), False, _detail(err)) for c in configs]

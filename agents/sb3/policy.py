@@ -310,6 +310,11 @@ class ParamExploreCallback(BaseCallback):
 
     def _on_training_start(self) -> None:
         policy, noise = self.model.policy, getattr(self.model, "action_noise", None)
+        if isinstance(policy, ParamExplorePolicy) and "strategy" not in self.model.policy_kwargs:
+            # SB3 saves the model's policy_kwargs as given and rebuilds the policy from them
+            # on load, which would warn of the default again; saved with the strategy it
+            # trained, a model loads as it trained, silently (a new dict: not the caller's).
+            self.model.policy_kwargs = {**self.model.policy_kwargs, "strategy": policy.strategy}
         if (
             isinstance(policy, ParamExplorePolicy)
             and policy.actor.optimizer.explores

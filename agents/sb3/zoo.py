@@ -2,7 +2,7 @@
 keeps the strategy of the hyperparameter file and tunes its noise.
 
     python -m rl_zoo3.train --algo td3 --env Pendulum-v1 -conf tune.yml \\
-        --gym-packages agents.sb3.zoo -optimize --n-trials 4 --n-timesteps 2000
+        --gym-packages agents.sb3.zoo --optimize-hyperparameters --n-trials 4 --n-timesteps 1500
 
 Why it exists: rl-zoo3's TD3/DDPG sampler returns ``policy_kwargs={'net_arch': …}``, and
 its objective puts the sampled keys over the file's, so the file's whole ``policy_kwargs``
@@ -26,6 +26,9 @@ rate, with rl-zoo3's TD3 ranges for γ, the batch size, the critic's learning ra
 ``train_freq`` and τ. A strategy with weight noise never gets action noise
 (``action_noise=None`` also drops a file's ``noise_type``); one without (``adam-plain``,
 ``sgd-plain``) gets rl-zoo3's choice of none, Gaussian or Ornstein-Uhlenbeck noise.
+
+rl-zoo3's ``--trial-id`` reload of such a trial goes through :func:`load_zoo_trial`, which
+rebuilds the hyperparameters the trial trained with (rl-zoo3's converter knows none of them).
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+import gymnasium as gym
 import optuna
 from rl_zoo3 import hyperparams_opt
+from rl_zoo3.exp_manager import ExperimentManager
 
 import param_explore
 
@@ -223,6 +228,36 @@ def sample_zoo_params(
     return sample_param_explore_params(trial, n_actions, policy_kwargs)
 
 
+def load_zoo_trial(
+    manager: ExperimentManager,
+    storage: str,
+    study_name: str,
+    trial_id: int | None = None,
+    convert: bool = True,
+) -> dict[str, Any]:
+    """rl-zoo3's ``--storage … --study-name … --trial-id N`` reload
+    (``ExperimentManager.load_trial``) of a trial of :func:`sample_param_explore_params`:
+    the hyperparameters that trial trained with. rl-zoo3's own TD3 converter knows neither
+    the strategy, σ₀, ``resample`` nor the actor's learning rate (they would reach TD3 as
+    unknown arguments), and its ``policy_kwargs`` replace the file's. Here the sampler runs
+    again on the trial's values (optuna's ``FixedTrial``) with the study's ``policy_kwargs``
+    (those the trials kept). A trial of any other sampler is rl-zoo3's to convert."""
+    params = _ZOO_LOAD_TRIAL(manager, storage, study_name, trial_id, convert=False)
+    if not convert or "strategy" not in params:  # "strategy": always this sampler's
+        return _ZOO_LOAD_TRIAL(manager, storage, study_name, trial_id, convert)
+    if storage.endswith(".log"):  # as rl-zoo3 opens it
+        backend = optuna.storages.journal.JournalFileBackend(storage)
+        study = optuna.load_study(storage=optuna.storages.JournalStorage(backend),
+                                  study_name=study_name)  # fmt: skip
+    else:
+        study = optuna.load_study(storage=storage, study_name=study_name)
+    fixed = ast.literal_eval(study.user_attrs.get("policy_kwargs", "{}"))
+    env = gym.make(manager.env_name.gym_id, **manager.env_kwargs)  # n_actions, for noise
+    n_actions = env.action_space.shape[0]
+    env.close()
+    return sample_param_explore_params(optuna.trial.FixedTrial(params), n_actions, fixed)
+
+
 def sample_or_refuse(
     trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict
 ) -> dict[str, Any]:
@@ -240,9 +275,12 @@ def sample_or_refuse(
 
 def register_sampler() -> None:
     """Make rl-zoo3's ``--optimize`` use :func:`sample_zoo_params` for TD3 and DDPG (its
-    refusals in one line: :func:`sample_or_refuse`)."""
+    refusals in one line: :func:`sample_or_refuse`), and its ``--trial-id`` reload
+    :func:`load_zoo_trial`."""
     for algo in ("td3", "ddpg"):
         hyperparams_opt.HYPERPARAMS_SAMPLER[algo] = sample_or_refuse
+    ExperimentManager.load_trial = load_zoo_trial
 
 
+_ZOO_LOAD_TRIAL = ExperimentManager.load_trial
 register_sampler()

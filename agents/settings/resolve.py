@@ -16,6 +16,14 @@ and a directory of its own (``vadam@sample_constant=1000``), and the runs of a s
 as one population. A list for a setting that takes a list (``hidden_sizes``) is its value;
 a list of those would change the network's shape from member to member and is refused, as is
 an empty list or one of anything but numbers.
+
+**A short run's schedule.** A run whose length the caller gives (``--steps``) and whose
+evaluation interval nothing gives (no ``--eval-every``, ``--set``, ``--config``) is evaluated
+every tenth of its length (:data:`CURVE_POINTS`) when the preset's interval, set for the
+paper's 3 M steps, would give it fewer points: ``--steps 3000`` gets a curve of 10 points, not
+one evaluation at its end. Runs of 10 intervals of the preset or more (the paper's, the
+studies' 100 k) keep the preset's; a run that exists already keeps its own schedule
+(``saved_eval_every``), so extending it (``--steps`` larger, ``--resume``) is not refused.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import dataclasses
 import itertools
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +46,9 @@ from ..curiosity.registry import BONUSES
 from .files import load_yaml, parse_set_options, preset_path, upgrade_config_keys, write_values
 from .learners import TRPO_STRATEGY, DDPGSettings, TRPOSettings
 from .run import RunSettings
+
+#: Evaluations a run of a given length and no given schedule gets (module docstring).
+CURVE_POINTS = 10
 
 
 def resolve_settings(
@@ -62,11 +73,15 @@ def resolve_runs(
     seeds: list[int | None],
     config_file: str | Path | Sequence[str | Path] | None = None,
     set_options: list[str] | None = None,
+    notes: list[str] | None = None,
+    saved_eval_every: Callable[[RunSettings], int | None] = lambda run: None,
     **flags: Any,
 ) -> list[RunSettings]:
     """Every run of ``strategies`` × ``seeds`` × the per-member values of ``set_options``
     (module docstring), seed-major (a grid stopped part-way has every strategy and value
-    on the same seeds); the files and options are read once."""
+    on the same seeds); the files and options are read once. A short run's schedule
+    (module docstring) is said once in ``notes``; ``saved_eval_every`` gives the interval
+    a run already trained with, if it exists."""
     file_values, per_strategy, source = _config_files(config_file)
     set_values = parse_set_options(set_options or [])
     flag_values = {k: v for k, v in flags.items() if v is not None}
@@ -79,8 +94,35 @@ def resolve_runs(
                 seeded = flag_values if seed is None else {**flag_values, "seed": seed}
                 layers = (preset, file_values, per_strategy.get(name, {}), values, seeded)
                 run = _resolve(name, layers, source)
-                runs.append(dataclasses.replace(run, variant=variant) if variant else run)
+                if variant:
+                    run = dataclasses.replace(run, variant=variant)
+                runs.append(_curve_schedule(run, layers, saved_eval_every, notes))
     return runs
+
+
+def _curve_schedule(
+    run: RunSettings,
+    layers: tuple[dict, ...],
+    saved_eval_every: Callable[[RunSettings], int | None],
+    notes: list[str] | None,
+) -> RunSettings:
+    """``run`` with a short run's schedule (module docstring) where it applies."""
+    *given, flags = layers[1:]
+    if "total_steps" not in flags or any("eval_every" in layer for layer in (*given, flags)):
+        return run
+    saved = saved_eval_every(run)
+    if saved is not None:  # the run exists: its schedule is its own
+        return dataclasses.replace(run, eval_every=saved)
+    if run.total_steps >= CURVE_POINTS * run.eval_every:
+        return run
+    every = max(1, run.total_steps // CURVE_POINTS)
+    note = (
+        f"--steps {run.total_steps} without --eval-every: an evaluation every {every} "
+        f"steps, {CURVE_POINTS} in all (the preset's {run.eval_every} is for longer runs)"
+    )
+    if notes is not None and note not in notes:
+        notes.append(note)
+    return dataclasses.replace(run, eval_every=every)
 
 
 def _config_files(
