@@ -296,10 +296,11 @@ def test_compare_runs_scores_real_runs_of_a_sparse_task_by_success_rate(
 
 
 def test_a_run_shorter_than_eval_every_is_evaluated_at_its_end(tmp_path, train_agent):
-    """``--steps 300`` with the default ``eval_every`` (10 000) still reports its return and
-    success rate, once, at step 300."""
+    """``--steps 300`` with ``--eval-every 10000`` (the preset's, given: a short run left
+    without one is scheduled ten evaluations) still reports its return and success rate,
+    once, at step 300."""
     args = ["--env", "SparseDoublePendulum-v0", "--opt", "param-noise", "--steps", "300",
-            "--eval-episodes", "1", "--set", "hidden_sizes=[8,8]", "--set",
+            "--eval-every", "10000", "--eval-episodes", "1", "--set", "hidden_sizes=[8,8]", "--set",
             "learning_starts=299", "--no-compile", "--no-progress", "--logdir", "out"]  # fmt: skip
     assert train_agent(*args, cwd=tmp_path).returncode == 0
     run_dir = tmp_path / "out" / "SparseDoublePendulum-v0" / "param-noise" / "seed0"

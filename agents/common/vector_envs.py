@@ -212,12 +212,12 @@ def _warp_or_batch(env_id: str, backend: str, device: torch.device) -> str:
 
 def require_mujoco_warp() -> None:
     """MuJoCo Warp importable, or one :class:`ConfigError` line naming the extra."""
-    for module in WARP_MODULES:
-        if not _installed((module,)):
-            raise ConfigError(
-                f"the warp vector env backend needs {module}, an optional dependency: "
-                f"{WARP_INSTALL}"
-            )
+    missing = [module for module in WARP_MODULES if not _installed((module,))]
+    if missing:
+        raise ConfigError(
+            f"the warp vector env backend needs MuJoCo Warp ({', '.join(missing)} missing), "
+            f"an optional dependency: {WARP_INSTALL}"
+        )
 
 
 def _installed(modules: tuple[str, ...]) -> bool:
