@@ -119,7 +119,12 @@ ivon@ess=10,ivon@ess=100,fixed-noise@initial_precision=10,fixed-noise@initial_pr
 vadam@sample_constant=10,vadam@sample_constant=100" "${sparse[@]}"
 # Hopper's report once its last arm (no noise) is there: its arms are committed as they finish.
 if has_task Hopper-v4 && [ -d runs/Hopper-v4/adam-plain ]; then
-  compare_runs runs/Hopper-v4 --at 50000,100000 --out Hopper-v4
+  compare_runs runs/Hopper-v4 --at 50000,100000 --out Hopper-v4 --strategies \
+    "adam-plain,fixed-noise@initial_precision=100,ivon@ess=100,vadam@sample_constant=100"
+fi
+# The variational preset's arm beside them, in a report of its own.
+if has_task Hopper-v4 && [ -d runs/Hopper-v4/ivon@weight_decay=5e-05 ]; then
+  compare_runs runs/Hopper-v4 --at 50000,100000 --out Hopper-v4-variational
 fi
 if [ -d pilot/runs/HalfCheetah-v4 ]; then
   compare_runs pilot/runs/HalfCheetah-v4 --at 10000,30000 --out pilot
