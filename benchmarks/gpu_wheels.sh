@@ -10,8 +10,12 @@
 #   WHEELS=.whl bash benchmarks/gpu_check.sh        # there
 #
 # GPU=1 adds the `gpu` extra's (MuJoCo Warp for the MuJoCo tasks' envs on the device):
-# mujoco-warp 4.0.0 and warp-lang 1.19.0 (149 MB; etils and absl-py, its other needs, are in
-# that image).
+# mujoco-warp 4.0.0's wheel, and warp-lang 1.19.0 (a 149 MB wheel; etils and absl-py, its other
+# needs, are in that image) packed for a machine that takes 64 MiB a call: CUDA only (without
+# warp-clang.so, Warp's CPU backend, which Warp loads only where it exists, and without its
+# examples and tests), as one xz tar (79 MB) in parts of PART bytes (default 58 MB),
+# warp.tar.xz.aa, .ab, …, which gpu_check.sh joins and unpacks. Each part travels in a call
+# of its own (gpu_check.sh's header says how).
 set -euo pipefail
 dest=${1:-.whl}
 mkdir -p "$dest"
@@ -27,5 +31,11 @@ python3 -m pip wheel --quiet --no-deps -w "$dest" rliable==1.2.0
 if [ -n "${GPU:-}" ]; then
   python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp "${platforms[@]}" -d "$dest" mujoco-warp==4.0.0 warp-lang==1.19.0
+  unpacked=$(mktemp -d)
+  python3 -m zipfile -e "$dest"/warp_lang-1.19.0-*.whl "$unpacked"
+  rm -rf "$unpacked"/warp/bin/warp-clang.so "$unpacked"/warp/examples "$unpacked"/warp/tests
+  tar -C "$unpacked" -cf - warp warp_lang-1.19.0.dist-info | xz -9e -T0 \
+    | split -b "${PART:-58000000}" -a 2 - "$dest"/warp.tar.xz.
+  rm -rf "$unpacked" "$dest"/warp_lang-1.19.0-*.whl
 fi
 ls "$dest"

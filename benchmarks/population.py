@@ -38,6 +38,7 @@ networks (163 MFLOP per member), and prints the fraction of the peak it reaches.
                                     [--modes population grid sb3] [--steps-sparse 20000]
                                     [--steps-halfcheetah 5000] [--peak] [--cold]
                                     [--device cpu|cuda] [--workers 2] [--json FILE]
+                                    [--set KEY=VALUE ...]
 
 Run it on an otherwise idle machine (``uptime``'s load below 0.2 before it starts): the
 three ways are timed one after the other, and another process on the cores skews them.
@@ -85,11 +86,12 @@ def time_train_agent(
     warm: bool = True,
     device: str = "cpu",
     workers: int = WORKERS,
+    settings: tuple[str, ...] = (),
 ) -> float:
     """Seconds of one ``train_agent`` grid of ``members`` seeds on ``workers`` workers (after
     the same grid for 300 steps, unless not ``warm``)."""
     if warm:
-        time_train_agent(task, members, 300, population, False, device, workers)
+        time_train_agent(task, members, 300, population, False, device, workers, settings)
     env, extra, _, _, _ = TASKS[task]
     with tempfile.TemporaryDirectory() as logdir:
         command = [
@@ -97,6 +99,8 @@ def time_train_agent(
             "--seeds", str(members), "--steps", str(steps), "--workers", str(workers),
             "--logdir", logdir, "--no-progress", "--device", device, *extra,
         ]  # fmt: skip
+        for setting in settings:
+            command += ["--set", setting]
         if members == 1:  # a single run: train_agent's own path, both cores' threads
             command[command.index("--seeds") : command.index("--seeds") + 2] = ["--seed", "0"]
         if not population:
@@ -203,6 +207,13 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="where runs train (sb3 mode: always the CPU)")  # fmt: skip
     parser.add_argument("--workers", type=int, default=WORKERS, help=f"default {WORKERS}")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a train_agent --set for every run (e.g. buffer_size=100000)",
+    )
     args = parser.parse_args()
 
     load = os.getloadavg()[0]
@@ -240,7 +251,7 @@ def main() -> None:
                 else:
                     seconds[mode] = time_train_agent(
                         task, members, steps, mode == "population", not args.cold,
-                        args.device, args.workers,
+                        args.device, args.workers, tuple(args.set),
                     )  # fmt: skip
             rate = {mode: members * steps / s for mode, s in seconds.items()}
             rows[members] = {"seconds": seconds, "seed_steps_per_second": rate}

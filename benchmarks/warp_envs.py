@@ -8,7 +8,11 @@ kernel cache), then ``--steps`` steps timed two ways, each with uniform random a
 - ``tensors``: ``step_tensors`` — torch in, torch out, every result left on the device
   (what an engine that keeps the step on the device calls);
 - ``numpy``: ``step`` — the vector-env contract for today's engine: the actions' copy to the
-  device, the results' one copy back, float64 and the infos.
+  device, the results' one copy back, float64 and the infos;
+- on a CUDA device also the physics alone (the ``frame_skip`` ``mjw.step`` calls of one env
+  step, no reward, reset or torch work) two ways: ``physics`` launched kernel by kernel, and
+  ``physics-graph`` captured once as a CUDA graph (``wp.ScopedCapture``) and replayed: whether
+  a graph pays for the step's many small launches.
 
 The clock stops after ``torch.cuda.synchronize()`` (on a CUDA device). Results are printed
 and, with ``--json``, written as ``{"device": …, "env": …, "results": [{"worlds", "path",
@@ -29,6 +33,7 @@ from pathlib import Path
 import torch
 
 from agents.common.vector_envs import make_vector_env
+from agents.tasks.warp_locomotion import load_mujoco_warp
 
 WARMUP = 5
 
@@ -63,8 +68,42 @@ def measure(env_id: str, worlds: int, steps: int, device: str) -> list[dict]:
             {"worlds": worlds, "path": path, "steps": steps, "seconds": seconds,
              "env_steps_per_s": rate}
         )  # fmt: skip
-        print(f"{env_id} {worlds:5d} worlds {path:8s} {rate:12.0f} env-steps/s", flush=True)
+        print(f"{env_id} {worlds:5d} worlds {path:13s} {rate:12.0f} env-steps/s", flush=True)
+    if vector.device.type == "cuda":
+        results += _physics(vector, worlds, steps, env_id)
     vector.close()
+    return results
+
+
+def _physics(vector, worlds: int, steps: int, env_id: str) -> list[dict]:
+    """The env step's physics alone, kernel by kernel and as one replayed CUDA graph."""
+    wp, mjw = load_mujoco_warp()
+
+    def physics() -> None:
+        for _ in range(vector.frame_skip):
+            mjw.step(vector.model, vector.data)
+
+    results = []
+    with wp.ScopedDevice(vector.wp_device):
+        with wp.ScopedCapture() as capture:
+            physics()
+        for path, call in (
+            ("physics", physics),
+            ("physics-graph", lambda: wp.capture_launch(capture.graph)),
+        ):
+            call()
+            wp.synchronize_device()
+            start = time.perf_counter()
+            for _ in range(steps):
+                call()
+            wp.synchronize_device()
+            seconds = time.perf_counter() - start
+            rate = worlds * steps / seconds
+            results.append(
+                {"worlds": worlds, "path": path, "steps": steps, "seconds": seconds,
+                 "env_steps_per_s": rate}
+            )  # fmt: skip
+            print(f"{env_id} {worlds:5d} worlds {path:13s} {rate:12.0f} env-steps/s", flush=True)
     return results
 
 

@@ -133,3 +133,27 @@ def test_a_mujoco_task_steps_in_mujoco_warp_on_the_gpu():
     obs, rewards, terminated, truncated, _ = vector.step(np.zeros((n, 6), dtype=np.float32))
     assert obs.dtype == rewards.dtype == np.float64 and obs.shape == (n, 17)
     assert not terminated.any() and not truncated.any()
+
+
+def test_a_warp_env_step_replayed_as_a_cuda_graph_is_the_step_launched_kernel_by_kernel():
+    """The physics of a step captured as a CUDA graph (the default on a GPU) gives the state
+    the same kernels launched one by one give, from the same state and actions, step after
+    step (to float32 rounding: MuJoCo Warp's atomics make neither path bitwise repeatable)."""
+    pytest.importorskip(
+        "mujoco_warp", reason="MuJoCo Warp is the optional extra: pip install 'param-explore[gpu]'"
+    )
+    n = 32
+    graph, eager = (make_vector_env("HalfCheetah-v4", n, device="cuda") for _ in range(2))
+    eager.use_graph = False
+    graph.reset(seed=1)
+    eager.reset(seed=1)
+    torch.testing.assert_close(graph.qpos, eager.qpos, rtol=0, atol=0)
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        actions = torch.as_tensor(rng.uniform(-1, 1, (n, 6)), dtype=torch.float32, device="cuda")
+        got, want = graph.step_tensors(actions), eager.step_tensors(actions)
+        for a, b in zip(got[:5], want[:5], strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+        for x in ("qpos", "qvel", "qacc_warmstart"):  # in step: the next one starts equal
+            getattr(eager, x).copy_(getattr(graph, x))
+    assert graph._graph is not None and eager._graph is None

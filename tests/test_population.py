@@ -399,7 +399,7 @@ def test_a_compiled_population_acts_and_updates_as_the_eager_one():
 
 def test_the_memory_check_counts_every_member(tmp_path):
     """A population that cannot fit is refused with one line, before anything is written:
-    the estimate is every member's."""
+    the estimate is every member's, each part named once with how many members need it."""
     from agents.common.memory_budget import available_memory
 
     available = available_memory(torch.device("cpu"))
@@ -410,9 +410,12 @@ def test_the_memory_check_counts_every_member(tmp_path):
         ["vadam"], [0, 1, 2, 3], env="Pendulum-v1", total_steps=200, logdir=str(tmp_path),
         set_options=[f"buffer_size={per_member}", "hidden_sizes=[8,8]"],
     )  # fmt: skip
-    with pytest.raises(Exception, match="these settings need at least"):
+    with pytest.raises(Exception, match="these settings need at least") as refused:
         train_population(configs)
     assert not (tmp_path / "Pendulum-v1").exists()
+    line = str(refused.value)
+    for part in ("replay buffer", "one update", "networks"):
+        assert line.count(part) == 1 and f"4 × {part}" in line, line
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -15,6 +15,7 @@ allocator's slack and the interpreter come on top.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +55,13 @@ def check_memory(needs: Sequence[MemoryNeed], device: torch.device) -> None:
     if available is None or total <= available:
         return
     ordered = sorted(needs, key=lambda need: need.nbytes, reverse=True)
-    detail = ", ".join(f"{need.what} {_size(need.nbytes)}" for need in ordered)
+    # A population's members need the same parts: each part once, with how many need it
+    # (the line of 1 000 members stays one readable line).
+    counts = Counter((need.what, need.nbytes) for need in ordered)
+    detail = ", ".join(
+        (f"{n} × " if n > 1 else "") + f"{what} {_size(nbytes)}"
+        for (what, nbytes), n in counts.items()
+    )
     raise ConfigError(
         f"these settings need at least {_size(total)} of memory ({detail}), "
         f"more than the {_size(available)} available on {device.type}; lower "

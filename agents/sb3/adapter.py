@@ -140,7 +140,7 @@ def numpy_global_state() -> dict[str, Any]:
 
 
 def set_numpy_global_state(state: dict[str, Any]) -> None:
-    keys = state["keys"].numpy().astype(np.uint32)
+    keys = state["keys"].numpy(force=True).astype(np.uint32)
     np.random.set_state(
         (state["name"], keys, state["pos"], state["has_gauss"], state["cached_gaussian"])
     )

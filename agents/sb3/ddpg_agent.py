@@ -240,5 +240,5 @@ class SB3Agent(SB3RunAgent):
             if size > buffer.buffer_size:
                 raise ValueError(f"saved buffer holds {size}, this one {buffer.buffer_size}")
             for name in _BUFFER_ARRAYS:
-                getattr(buffer, name)[:size] = saved[name].numpy()
+                getattr(buffer, name)[:size] = saved[name].numpy(force=True)
             buffer.pos, buffer.full = saved["pos"], saved["full"]

@@ -19,11 +19,14 @@ start states) is torch code on them. So one step has two faces:
   where a tensor's ``.numpy()`` is a view), cast to the single env's dtypes (float64
   observations and rewards) and laid out as ``SyncVectorEnv`` lays out its infos.
 
+On a CUDA device the physics of a step is one CUDA graph, captured at the first step and
+replayed after (:meth:`WarpLocomotion._physics` says why: 22× the kernel-by-kernel launches).
+
 Each copy computes what ``gymnasium/envs/mujoco/{half_cheetah,hopper}_v4.py`` computes with the
 single env's settings (as :mod:`.locomotion_batch`, whose module docstring lists them), in
 float32 where MuJoCo computes in float64: MuJoCo Warp's documentation says its results differ
 from MuJoCo's for that reason (and that its solver tolerance is raised to 1e-6 for it), so the
-Warp env equals gymnasium's env to a tolerance (``tests/test_warp_envs.py`` justifies it), not
+Warp env equals gymnasium's env to a tolerance (``tests/test_vector_envs.py`` justifies it), not
 to 1e-12 as the ``mujoco.batch`` envs do; on a GPU, MuJoCo Warp is not deterministic either
 (atomic operations), Warp's CPU backend is.
 
@@ -97,6 +100,10 @@ class WarpLocomotion(VectorEnv):
         self.wp_device = wp.get_device(device)
         self.device = torch.device(wp.device_to_torch(self.wp_device))
         self._stream = None
+        #: on a CUDA device, the physics of one env step as a CUDA graph (captured at the
+        #: first step; ``False``: launched kernel by kernel, what the equality test compares)
+        self.use_graph = self.wp_device.is_cuda
+        self._graph = None
         with self._scope():
             self.model = mjw.put_model(env.model)
             self.data = mjw.make_data(env.model, nworld=num_envs)
@@ -155,9 +162,7 @@ class WarpLocomotion(VectorEnv):
         included; nothing leaves the device."""
         x_before = self.qpos[:, 0].clone()
         self.ctrl.copy_(actions)
-        with self._scope():
-            for _ in range(self.frame_skip):
-                self._mjw.step(self.model, self.data)
+        self._physics()
         x_after = self.qpos[:, 0].clone()
         x_velocity = (x_after - x_before) / self.dt
         ctrl_cost = self.ctrl_weight * actions.to(torch.float32).square().sum(dim=1)
@@ -270,6 +275,29 @@ class WarpLocomotion(VectorEnv):
         self.qacc_warmstart.masked_fill_(rows, 0.0)
         self.time.masked_fill_(mask, 0.0)
         self._elapsed.masked_fill_(mask, 0)
+
+    def _physics(self) -> None:
+        """The ``frame_skip`` MuJoCo steps of one env step. One ``mjw.step`` is hundreds of
+        small kernels: launched one by one from Python, 100 HalfCheetah worlds step at ~3 k
+        env-steps/s on an H200, replayed as one CUDA graph at ~68 k (``benchmarks/
+        warp_envs.py``, docs/speed.md). So on a CUDA device the physics is captured once, on
+        Warp's own stream (a graph cannot be captured on torch's default stream), and
+        replayed on torch's current stream: the graph reads and writes the state arrays in
+        place (``ctrl`` before it, ``qpos``/``qvel`` after it), whose addresses never change."""
+        wp = self._wp
+        if not self.use_graph:
+            with self._scope():
+                for _ in range(self.frame_skip):
+                    self._mjw.step(self.model, self.data)
+            return
+        if self._graph is None:
+            torch.cuda.current_stream(self.device).synchronize()  # the state as torch left it
+            with wp.ScopedDevice(self.wp_device), wp.ScopedCapture() as capture:
+                for _ in range(self.frame_skip):
+                    self._mjw.step(self.model, self.data)
+            self._graph = capture.graph
+        with self._scope():
+            wp.capture_launch(self._graph)
 
     def _scope(self) -> Any:
         """Where Warp launches: on a CUDA device, on torch's current stream there (made a
