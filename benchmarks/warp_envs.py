@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -43,8 +44,22 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _timed(env_id: str, worlds: int, path: str, calls: list, device: torch.device) -> dict:
+    """``calls`` (each one env step of every world) timed, printed and returned as a row."""
+    _sync(device)
+    start = time.perf_counter()
+    for call in calls:
+        call()
+    _sync(device)
+    seconds = time.perf_counter() - start
+    rate = worlds * len(calls) / seconds
+    print(f"{env_id} {worlds:5d} worlds {path:13s} {rate:12.0f} env-steps/s", flush=True)
+    return {"worlds": worlds, "path": path, "steps": len(calls), "seconds": seconds,
+            "env_steps_per_s": rate}  # fmt: skip
+
+
 def measure(env_id: str, worlds: int, steps: int, device: str) -> list[dict]:
-    """Both paths' env-steps/s for ``worlds`` copies of ``env_id``."""
+    """Every path's env-steps/s for ``worlds`` copies of ``env_id``."""
     vector = make_vector_env(env_id, worlds, backend="warp", device=device)
     vector.reset(seed=0)
     shape = vector.action_space.shape
@@ -52,23 +67,11 @@ def measure(env_id: str, worlds: int, steps: int, device: str) -> list[dict]:
     host = [a.cpu().numpy() for a in actions]
     for a in actions[:WARMUP]:
         vector.step_tensors(a)
-    results = []
-    for path, call, inputs in (
-        ("tensors", vector.step_tensors, actions),
-        ("numpy", vector.step, host),
-    ):
-        _sync(vector.device)
-        start = time.perf_counter()
-        for a in inputs:
-            call(a)
-        _sync(vector.device)
-        seconds = time.perf_counter() - start
-        rate = worlds * steps / seconds
-        results.append(
-            {"worlds": worlds, "path": path, "steps": steps, "seconds": seconds,
-             "env_steps_per_s": rate}
-        )  # fmt: skip
-        print(f"{env_id} {worlds:5d} worlds {path:13s} {rate:12.0f} env-steps/s", flush=True)
+    tensors = [partial(vector.step_tensors, a) for a in actions]
+    results = [
+        _timed(env_id, worlds, "tensors", tensors, vector.device),
+        _timed(env_id, worlds, "numpy", [partial(vector.step, a) for a in host], vector.device),
+    ]
     if vector.device.type == "cuda":
         results += _physics(vector, worlds, steps, env_id)
     vector.close()
@@ -83,28 +86,16 @@ def _physics(vector, worlds: int, steps: int, env_id: str) -> list[dict]:
         for _ in range(vector.frame_skip):
             mjw.step(vector.model, vector.data)
 
-    results = []
     with wp.ScopedDevice(vector.wp_device):
         with wp.ScopedCapture() as capture:
             physics()
-        for path, call in (
-            ("physics", physics),
-            ("physics-graph", lambda: wp.capture_launch(capture.graph)),
-        ):
-            call()
-            wp.synchronize_device()
-            start = time.perf_counter()
-            for _ in range(steps):
-                call()
-            wp.synchronize_device()
-            seconds = time.perf_counter() - start
-            rate = worlds * steps / seconds
-            results.append(
-                {"worlds": worlds, "path": path, "steps": steps, "seconds": seconds,
-                 "env_steps_per_s": rate}
-            )  # fmt: skip
-            print(f"{env_id} {worlds:5d} worlds {path:13s} {rate:12.0f} env-steps/s", flush=True)
-    return results
+        graph = partial(wp.capture_launch, capture.graph)
+        physics()
+        graph()
+        return [
+            _timed(env_id, worlds, path, [call] * steps, vector.device)
+            for path, call in (("physics", physics), ("physics-graph", graph))
+        ]
 
 
 def main(argv: list[str] | None = None) -> None:
