@@ -82,6 +82,8 @@ class IVON(Posterior, WeightSampling, torch.optim.Optimizer):
     the summed loss) is ``configs/ivon-wide-prior.yaml`` (docs/strategies.md#ivon).
     """
 
+    default_actor_grad_reduction = "mean"
+
     def __init__(
         self,
         params: Iterable[Tensor] | Iterable[dict],

@@ -103,6 +103,11 @@ class WeightSampling:
     #: a caller does not say (``layer_norm: null``): parameter noise perturbs a
     #: layer-normalised actor (Plappert et al. 2018), every other strategy a plain one.
     default_layer_norm: bool = False
+    #: How a DDPG actor's minibatch loss is reduced when its settings leave it out
+    #: (``actor_grad_reduction: null``): ``sum``, as Khan et al.'s released code does, for
+    #: every strategy but IVON, whose effective sample size counts data points, so that its
+    #: loss is the expected loss over them, a ``mean`` (Shen et al. 2024, Sec. 2).
+    default_actor_grad_reduction: str = "sum"
     #: Whether the strategy trains a network with normalisation layers (noisy K-FAC has
     #: Kronecker factors for ``nn.Linear`` layers only).
     supports_layer_norm: bool = True

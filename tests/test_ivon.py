@@ -339,3 +339,23 @@ def test_the_committed_ivon_arms_resolve_again_under_the_first_preset(
     (run,) = [r for r in runs if r.variant == variant]
     committed = root / "studies" / "ivon" / tree / task / f"ivon@{variant}" / "seed0"
     assert run.values() == yaml.safe_load((committed / "config.yaml").read_text())
+
+
+def test_ivon_trains_on_the_mean_loss_wherever_its_settings_leave_the_reduction_out():
+    """The reduction is the strategy's own unless a setting names it: IVON's ess counts data
+    points, so the Python API (``DDPG(env, strategy="ivon")``) trains on the minibatch's mean
+    as ``--opt ivon`` does — not on a sum 64× larger at the preset's learning rate — and the
+    other strategies on the released code's sum; a setting that names one keeps it."""
+    from agents import DDPG
+    from agents.settings import DDPGSettings, resolve_settings
+
+    assert DDPGSettings.from_values({"strategy": "ivon"}).actor_grad_reduction == "mean"
+    assert DDPGSettings().actor_grad_reduction == "sum"  # vadam, the default strategy
+    named = DDPGSettings.from_values({"strategy": "ivon", "actor_grad_reduction": "sum"})
+    assert named.actor_grad_reduction == "sum" and named.values()["actor_grad_reduction"] == "sum"
+    assert DDPGSettings.from_values(named.values()) == named
+    assert resolve_settings(strategy="ivon").learner.actor_grad_reduction == "mean"
+    assert resolve_settings(strategy="fixed-noise").learner.actor_grad_reduction == "sum"
+    agent = DDPG("Pendulum-v1", strategy="ivon", seed=0, hidden_sizes=[8, 8])
+    assert agent.config.actor_grad_reduction == "mean"
+    assert agent.config.values()["actor_grad_reduction"] == "mean"

@@ -65,8 +65,10 @@ class DDPGSettings:
     #: once every step; Plappert et al.'s DDPG 50 times every 100 steps (OpenAI baselines
     #: ``main.py`` l.102-104, ``training.py`` l.69-119; ``docs/decisions.md#schedule``).
     train_every: int = 1
-    #: ``sum`` (the released code) or ``mean`` of the minibatch policy gradient.
-    actor_grad_reduction: Literal["sum", "mean"] = "sum"
+    #: ``sum`` (the released code) or ``mean`` of the minibatch policy gradient; None: the
+    #: strategy's own (``default_actor_grad_reduction``: a mean for IVON, a sum otherwise),
+    #: resolved here, so that ``DDPG(env, strategy="ivon")`` trains as ``--opt ivon`` does.
+    actor_grad_reduction: Literal["sum", "mean"] | None = None
     #: Normalise observations for every network by their running mean and standard
     #: deviation, clipped to ±5 (baselines ``main.py`` l.90, ``ddpg.py`` l.100-109, l.277-278;
     #: ``docs/decisions.md#observation-normalisation``). Khan et al.'s networks see raw ones.
@@ -85,6 +87,9 @@ class DDPGSettings:
 
     def __post_init__(self) -> None:
         coerce_fields(self)
+        if self.actor_grad_reduction is None:  # frozen: resolved once, at construction
+            reduction = self.strategy.optimizer_class.default_actor_grad_reduction
+            object.__setattr__(self, "actor_grad_reduction", reduction)
         for key in ("buffer_size", "batch_size", "gradient_steps", "train_every"):
             require(getattr(self, key) > 0, f"{key} must be > 0, got {getattr(self, key)}")
         require_finishable(
