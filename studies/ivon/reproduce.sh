@@ -68,7 +68,9 @@ if [ -z "${REPORT_ONLY:-}" ] && [ -z "${PILOT:-}" ]; then
         "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon --config "$WIDE" \
           --set "optimizer_kwargs.ess=[100,1000]"
         "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon \
-          --set "optimizer_kwargs.weight_decay=[5e-5,5e-4]" ;;
+          --set "optimizer_kwargs.weight_decay=[5e-5,5e-4]"
+        # no noise, for P(IVON > no noise): the sigma study ran none here
+        "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt adam-plain ;;
       Hopper-v4)  # the sigma study's HalfCheetah answer asked on a second dense task
         "${grid[@]}" "${EXTRA[@]}" --logdir runs --opt ivon --config "$WIDE" \
           --set "optimizer_kwargs.ess=[100]"
@@ -114,9 +116,22 @@ fixed-noise@initial_precision=100,vadam@sample_constant=10,vadam@sample_constant
   "${sparse[@]}"
 # The variational preset's arms (configs/ivon.yaml) beside the same arms and the first
 # preset's, in a report of their own (the one above stays as committed).
+# No noise: Plappert et al.'s sparse study ran it with these settings, seeds and steps.
+for task in SparseCartpoleSwingup-v0 SparseMountainCar-v0; do
+  if has_task "$task"; then
+    sparse+=("../plappert2018-sparse/runs/$task" plappert)
+  fi
+done
 compare_labelled sparse-variational "ivon@weight_decay=5e-06,ivon@weight_decay=5e-05,\
 ivon@ess=10,ivon@ess=100,fixed-noise@initial_precision=10,fixed-noise@initial_precision=100,\
-vadam@sample_constant=10,vadam@sample_constant=100" "${sparse[@]}"
+vadam@sample_constant=10,vadam@sample_constant=100,adam-plain" "${sparse[@]}"
+# HalfCheetah's the same way, once the variational arms are there.
+if has_task HalfCheetah-v4 && [ -d runs/HalfCheetah-v4/ivon@weight_decay=5e-05 ]; then
+  compare_labelled HalfCheetah-v4-variational "ivon@weight_decay=5e-05,\
+ivon@weight_decay=0.0005,ivon@ess=100,ivon@ess=1000,fixed-noise@initial_precision=100,\
+fixed-noise@initial_precision=1000,vadam@sample_constant=100,vadam@sample_constant=1000,\
+adam-plain" runs/HalfCheetah-v4 ivon "$SIGMA/runs/HalfCheetah-v4" sigma
+fi
 # Hopper's report once its last arm (no noise) is there: its arms are committed as they finish.
 if has_task Hopper-v4 && [ -d runs/Hopper-v4/adam-plain ]; then
   compare_runs runs/Hopper-v4 --at 50000,100000 --out Hopper-v4 --strategies \
