@@ -100,11 +100,19 @@ def test_a_run_counts_its_bonus_beside_its_learner():
 
 def test_how_many_members_fit():
     member = BUFFER + NETWORKS + UPDATE
-    assert members_that_fit(SMALL, 3, 1, 10, 1, None) == 10  # memory not known: all
-    assert members_that_fit(SMALL, 3, 1, 10, 1, 4 * member) == 4
-    assert members_that_fit(SMALL, 3, 1, 10, 2, 4 * member) == 2  # two workers at once
-    assert members_that_fit(SMALL, 3, 1, 10, 1, member - 1) == 1  # at least one
-    assert members_that_fit(SMALL, 3, 1, 3, 1, 100 * member) == 3  # at most all
+    small = run("vadam", 0, "hidden_sizes=[8,8]", "buffer_size=100", "batch_size=4")
+    assert members_that_fit(small, 3, 1, 10, 1, None) == 10  # memory not known: all
+    assert members_that_fit(small, 3, 1, 10, 1, 4 * member) == 4
+    assert members_that_fit(small, 3, 1, 10, 2, 4 * member) == 2  # two workers at once
+    assert members_that_fit(small, 3, 1, 10, 1, member - 1) == 1  # at least one
+    assert members_that_fit(small, 3, 1, 3, 1, 100 * member) == 3  # at most all
+    # a member's bonus counts too (its model and pool beside the learner)
+    vime = run("vadam", 0, "hidden_sizes=[8,8]", "buffer_size=100", "batch_size=4",
+               "bonus.kind=vime")  # fmt: skip
+    with_bonus = total(run_needs(vime, 3, 1))
+    assert with_bonus > member
+    assert members_that_fit(vime, 3, 1, 10, 1, 4 * with_bonus) == 4
+    assert members_that_fit(small, 3, 1, 10, 1, 4 * with_bonus) == 10
 
 
 # --------------------------------------------------------------------------- noise redraw

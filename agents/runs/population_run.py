@@ -62,9 +62,7 @@ def population_size(configs: list[RunSettings], workers: int) -> int:
     obs_dim, action_dim = env.observation_space.shape[0], env.action_space.shape[0]
     env.close()
     available = available_memory(resolve_device(configs[0].device))
-    return members_that_fit(
-        configs[0].learner, obs_dim, action_dim, len(configs), workers, available
-    )
+    return members_that_fit(configs[0], obs_dim, action_dim, len(configs), workers, available)
 
 
 def train_population(

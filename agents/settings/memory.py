@@ -65,18 +65,19 @@ def run_needs(settings: RunSettings, obs_dim: int, action_dim: int) -> list[Memo
 
 
 def members_that_fit(
-    learner: DDPGSettings,
+    settings: RunSettings,
     obs_dim: int,
     action_dim: int,
     count: int,
     workers: int,
     available: int | None,
 ) -> int:
-    """How many of ``count`` members of ``learner``'s settings fit in one population, with
+    """How many of ``count`` members of a run's ``settings`` fit in one population, with
     ``workers`` such populations running at once: the ``available`` bytes
     (:func:`~agents.common.memory_budget.available_memory`, now) over every member's
-    estimate, at least one, at most ``count`` (all when the memory is not known)."""
-    per_member = sum(need.nbytes for need in learners_needs([learner], obs_dim, action_dim))
+    estimate — its learner and its bonus (:func:`run_needs`) — at least one, at most
+    ``count`` (all when the memory is not known)."""
+    per_member = sum(need.nbytes for need in run_needs(settings, obs_dim, action_dim))
     if available is None or per_member == 0:
         return count
     return max(1, min(count, available // (per_member * workers)))
