@@ -230,9 +230,13 @@ def test_several_run_directories_with_labels_and_a_strategy_filter(tmp_path, cap
     first = write_runs(tmp_path / "a", {"vadam": 0.0, "adam-plain": 0.0})
     second = write_runs(tmp_path / "b", {"vadam": 1000.0, "sgd-plain": 0.0})
     out = tmp_path / "report"
-    code = main([str(first), str(second), "--labels", "khan2018,lillicrap",
-                 "--strategies", "vadam", "--at", "50000", "--out", str(out), *REPS])  # fmt: skip
+    code = main([str(first), str(second), "--labels", "khan2018,lillicrap", "--strategies",
+                 "vadam,vadma", "--at", "50000", "--out", str(out), *REPS])  # fmt: skip
     assert code == 0
+    # a name no directory holds (a typo, an arm not trained yet) is said, and left out
+    err = capsys.readouterr().err
+    assert "note: --strategies names vadma, which no directory given holds: left out" in err
+    assert "vadam," not in err
     with open(out / "comparison.csv", newline="") as f:
         table = {row["strategy"]: row for row in csv.DictReader(f)}
     assert set(table) == {"vadam (khan2018)", "vadam (lillicrap)"}

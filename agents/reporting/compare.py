@@ -566,6 +566,10 @@ def main(argv: list[str] | None = None) -> int:
         fail(f"{err.filename or out_dir}: {err.strerror or err}")
     for runs_dir in runs_dirs:
         notes += _write_aggregates(runs_dir, args.band)
+    # A name that matches no run (a typo, or an arm not trained yet) leaves the report without
+    # it: said here, not in the report, whose files stay those of the runs that are there.
+    for name in sorted((keep or set()) - {curve.strategy for curve in curves}):
+        notes.append(f"--strategies names {name}, which no directory given holds: left out")
     for note in notes:
         print(f"compare_runs: note: {note}", file=sys.stderr)
     print((out_dir / "comparison.md").read_text())
