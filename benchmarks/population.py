@@ -178,8 +178,10 @@ def population_update_seconds(members: int, updates: int = 200, device: str = "c
     from agents.settings import DDPGSettings
 
     torch.set_num_threads(1)
+    # A buffer of the 128 steps it fills (the update samples the rows filled, whatever the
+    # capacity): 1 000 members with the default 1 M rows each would not fit a GPU.
     config = DDPGSettings.from_values(
-        {"strategy": STRATEGY, "learning_starts": 64, "compile": True}
+        {"strategy": STRATEGY, "learning_starts": 64, "compile": True, "buffer_size": 128}
     )
     population = make_population("HalfCheetah-v4", [config] * members, list(range(members)), device)
     from agents.common.callbacks import Callback
