@@ -34,7 +34,6 @@ from pathlib import Path
 import torch
 
 from agents.common.vector_envs import make_vector_env
-from agents.tasks.warp_locomotion import load_mujoco_warp
 
 WARMUP = 5
 
@@ -79,23 +78,15 @@ def measure(env_id: str, worlds: int, steps: int, device: str) -> list[dict]:
 
 
 def _physics(vector, worlds: int, steps: int, env_id: str) -> list[dict]:
-    """The env step's physics alone, kernel by kernel and as one replayed CUDA graph."""
-    wp, mjw = load_mujoco_warp()
-
-    def physics() -> None:
-        for _ in range(vector.frame_skip):
-            mjw.step(vector.model, vector.data)
-
-    with wp.ScopedDevice(vector.wp_device):
-        with wp.ScopedCapture() as capture:
-            physics()
-        graph = partial(wp.capture_launch, capture.graph)
-        physics()
-        graph()
-        return [
-            _timed(env_id, worlds, path, [call] * steps, vector.device)
-            for path, call in (("physics", physics), ("physics-graph", graph))
-        ]
+    """The env step's physics alone (``WarpLocomotion._physics``), kernel by kernel and as
+    its replayed CUDA graph."""
+    results = []
+    for path, graph in (("physics", False), ("physics-graph", True)):
+        vector.use_graph = graph
+        vector._physics()  # the graph is captured at its first call
+        calls = [vector._physics] * steps
+        results.append(_timed(env_id, worlds, path, calls, vector.device))
+    return results
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -287,17 +287,19 @@ class WarpLocomotion(VectorEnv):
         wp = self._wp
         if not self.use_graph:
             with self._scope():
-                for _ in range(self.frame_skip):
-                    self._mjw.step(self.model, self.data)
+                self._mujoco_steps()
             return
         if self._graph is None:
             torch.cuda.current_stream(self.device).synchronize()  # the state as torch left it
             with wp.ScopedDevice(self.wp_device), wp.ScopedCapture() as capture:
-                for _ in range(self.frame_skip):
-                    self._mjw.step(self.model, self.data)
+                self._mujoco_steps()
             self._graph = capture.graph
         with self._scope():
             wp.capture_launch(self._graph)
+
+    def _mujoco_steps(self) -> None:
+        for _ in range(self.frame_skip):
+            self._mjw.step(self.model, self.data)
 
     def _scope(self) -> Any:
         """Where Warp launches: on a CUDA device, on torch's current stream there (made a
