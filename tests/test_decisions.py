@@ -86,9 +86,6 @@ def total(needs) -> int:
 def test_the_estimate_of_one_learner_and_of_members():
     assert total(learners_needs([SMALL], 3, 1)) == BUFFER + NETWORKS + UPDATE
     assert total(learners_needs([SMALL] * 3, 3, 1)) == 3 * (BUFFER + NETWORKS + UPDATE)
-    # a population's members' rows of its stacked buffer are allocated already
-    given = learners_needs([SMALL] * 2, 3, 1, buffer_allocated=True)
-    assert total(given) == 2 * (NETWORKS + UPDATE)
 
 
 def test_a_run_counts_its_bonus_beside_its_learner():

@@ -184,8 +184,8 @@ def test_each_random_quantity_is_one_draw_for_every_member():
     population = make_population("Pendulum-v1", [settings("vadam")] * 2, SEEDS, "cpu")
     population.learn(1, [Callback(), Callback()])
     generator = torch.Generator().manual_seed(population_seed(SEEDS, 0))
-    draw = torch.empty_like(population.noise).normal_(generator=generator)
-    assert torch.equal(population.noise, draw)
+    draw = torch.empty_like(population.state.noise).normal_(generator=generator)
+    assert torch.equal(population.state.noise, draw)
     # The draw's layout: parameter by parameter, each a block of every member's ε.
     params = population.members[0].actor_optimizer.param_groups[0]["params"]
     starts = np.cumsum([0] + [2 * p.numel() for p in params])
@@ -429,7 +429,7 @@ def test_a_population_on_a_gpu_updates_as_on_the_cpu(compile):
     for population in sides:
         for t in range(40):
             population.buffer.add(obs[t], np.zeros((2, 1)), np.ones(2), next_obs[t], np.zeros(2))
-        population.noise.copy_(torch.ones_like(population.noise))
+        population.state.noise.copy_(torch.ones_like(population.state.noise))
     index = rng.integers(40, size=(2, 8))
     for population in sides:
         storage = population.buffer.storage

@@ -30,7 +30,6 @@ the critic and its loss), and ``train_every`` (50 updates every 100 steps).
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -41,7 +40,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-import param_explore
 from param_explore import action_space_distance
 
 from ..common.callbacks import Callback
@@ -62,14 +60,12 @@ from ..common.noise_redraw import redrawn
 from ..common.reward_bonus import RewardBonus, fitted, scored
 from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
-from ..settings.memory import check_learners
 from .compiled_update import CompiledUpdate
 from .execution import ChosenUpdate
-from .networks import Actor, Critic
-from .observations import ObservationStatistics
 from .replay_buffer import Batch, ReplayBuffer
+from .stacked_state import StackedState, load_in_place
 from .step import environment_step
-from .update import EagerUpdate, UpdateSettings, UpdateState
+from .update import EagerUpdate
 
 #: The parts of a state that must be finite to be saved or trusted.
 _CHECKED_STATE = FINITE_KEYS["native"]
@@ -125,11 +121,15 @@ class DDPG:
         seed: int | None = None,
         device: str | torch.device = "auto",
         bonus: RewardBonus | None = None,
-        replay_buffer: ReplayBuffer | None = None,
+        stack: StackedState | None = None,
+        row: int = 0,
+        coverage: Callable[[], dict[str, float]] | None = None,
         **overrides: Any,
     ) -> None:
-        """``replay_buffer``: one allocated already (a population's member's rows of its
-        stacked buffer, :meth:`ReplayBuffer.stacked`), of ``buffer_size`` rows."""
+        """``stack``: the state of a population this agent is member ``row`` of
+        (:meth:`StackedState.build`, with this agent's settings and seed at that row);
+        without it the agent builds its own, of one member. ``coverage``: what reports the
+        coverage of its row of the population's envs; without it, its own env's."""
         if overrides:  # resolved once more only for what the caller changes here
             base = config.values() if config is not None else {}
             config = DDPGSettings.from_values({**base, **overrides})
@@ -140,26 +140,28 @@ class DDPG:
         self.device = resolve_device(device)
         self.seed = seed
 
-        obs_dim = self.env.observation_space.shape[0]
         action_space = self.env.action_space
-        # before allocating (a buffer that was given is allocated already)
-        check_learners(
-            [cfg], obs_dim, action_space.shape[0], self.device,
-            buffer_allocated=replay_buffer is not None,
-        )  # fmt: skip
         if seed is not None:
-            torch.manual_seed(seed)
             action_space.seed(seed)
-        self._build_networks(obs_dim, action_space)
-        if replay_buffer is None:
-            replay_buffer = ReplayBuffer(
-                cfg.buffer_size, obs_dim, action_space.shape[0], device=self.device
+        member = stack is not None
+        if stack is None:  # a single run: the state of one member, built as a population's
+            stack = StackedState.build(
+                [cfg], [seed], self.env.observation_space, action_space, self.device
             )
-        self.buffer = replay_buffer
-        #: The running statistics the networks' observations are normalised by, or None.
-        self.obs_statistics = (
-            ObservationStatistics(obs_dim, self.device) if cfg.normalize_observations else None
+        #: Its networks, optimizers, observation statistics and the update's counters: its
+        #: row of the stacked state (agents.ddpg.stacked_state).
+        self.learner = learner = stack.learners[row]
+        self.actor, self.critic = learner.actor, learner.critic
+        self.target_actor, self.target_critic = learner.target_actor, learner.target_critic
+        self.actor_optimizer, self.critic_optimizer = (
+            learner.actor_optimizer,
+            learner.critic_optimizer,
         )
+        #: The running statistics the networks' observations are normalised by, or None.
+        self.obs_statistics = learner.obs_statistics
+        self.buffer: ReplayBuffer = stack.buffer.members[row]
+        #: When new weight noise is drawn (the strategy's choice unless the settings say).
+        self.resample = cfg.strategy.resample
         self._build_draws(seed, action_space.shape[0])
         #: A curiosity bonus added to replayed rewards (``agents.common.reward_bonus``).
         self.bonus = bonus
@@ -172,49 +174,13 @@ class DDPG:
         self._obs: np.ndarray | None = None
         self._episode_return = 0.0
         self._episode_length = 0
-        self.learner = self._update_state()
-        #: The update, compiled or eager as agents.ddpg.execution decides.
-        self._update = self._chosen_update(cfg.compile)
-        #: The coverage of the state space its env reports since the last call: of its own
-        #: env, or, for a population's member, of its row of the population's envs.
-        self.coverage: Callable[[], dict[str, float]] = lambda: coverage_statistics(self.env)
-
-    def _build_networks(self, obs_dim: int, action_space: gym.spaces.Box) -> None:
-        """The actor and critic (from the global torch RNG, seeded already), their targets,
-        and their optimizers: the strategy's for the actor, Adam for the critic."""
-        cfg = self.config
-        self.actor = Actor(
-            obs_dim,
-            action_space.low,
-            action_space.high,
-            cfg.hidden_sizes,
-            init=cfg.init,
-            layer_norm=cfg.strategy.layer_norm,
+        #: Its own update, compiled or eager as agents.ddpg.execution decides; a member's
+        #: is eager: its population's batched update is its update, this its fallback.
+        self._update = self._chosen_update(cfg.compile and not member)
+        #: The coverage of the state space its env reports since the last call.
+        self.coverage: Callable[[], dict[str, float]] = coverage or (
+            lambda: coverage_statistics(self.env)
         )
-        self.critic = Critic(
-            obs_dim,
-            action_space.shape[0],
-            cfg.hidden_sizes,
-            init=cfg.init,
-            layer_norm=cfg.critic_layer_norm,
-        )
-        self.actor.to(self.device)
-        self.critic.to(self.device)
-        self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
-        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-
-        strategy = cfg.strategy
-        self.actor_optimizer = param_explore.make_optimizer(
-            strategy.optimizer_class, self.actor, **strategy.optimizer_kwargs
-        )
-        #: When new weight noise is drawn (the strategy's choice unless the settings say).
-        self.resample = strategy.resample
-        # torch's fused Adam kernel: one pass over all critic tensors per step. Named, so
-        # that a checkpoint's state is matched to the critic's parameters by name.
-        self.critic_optimizer = torch.optim.Adam(
-            self.critic.named_parameters(), lr=cfg.critic_lr, fused=True
-        )
-        self.critic_optimizer.register_load_state_dict_pre_hook(param_explore.state_by_name)
 
     def _build_draws(self, seed: int | None, action_dim: int) -> None:
         """The agent's generators, from ``seed`` (fresh entropy if None), and its action
@@ -232,31 +198,6 @@ class DDPG:
             None
             if strategy.noise is None
             else strategy.noise(action_dim, generator=self.generator, **strategy.action_noise)
-        )
-
-    def _update_state(self) -> UpdateState:
-        """What updates work on (agents.ddpg.update): these networks and optimizers, and the
-        running loss sums and skip count, kept on the device (reading them every step would
-        force a host sync per update)."""
-        cfg = self.config
-        return UpdateState(
-            self.actor,
-            self.critic,
-            self.target_actor,
-            self.target_critic,
-            self.actor_optimizer,
-            self.critic_optimizer,
-            UpdateSettings.of(
-                self.critic,
-                cfg.gamma,
-                cfg.tau,
-                cfg.actor_grad_reduction,
-                critic_l2_reg=cfg.critic_l2_reg,
-                normalize_observations=cfg.normalize_observations,
-            ),
-            loss_sums=torch.zeros(3, device=self.device),
-            skipped=torch.zeros((), device=self.device),
-            obs_statistics=self.obs_statistics,
         )
 
     # ----------------------------------------------------------------- acting
@@ -449,12 +390,6 @@ class DDPG:
         self._update(batch)
         self.num_updates += 1
 
-    def rebind(self) -> None:
-        """Its tensors were replaced by others of the same values (a population's stacked
-        storage, of which they became views): its own update is rebuilt on them, eager,
-        when it is next needed."""
-        self._update = self._chosen_update(compile=False)
-
     def _chosen_update(self, compile: bool) -> ChosenUpdate:
         return ChosenUpdate(
             compile, False, lambda: CompiledUpdate(self.learner), EagerUpdate(self.learner)
@@ -551,8 +486,9 @@ class DDPG:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for name in ("actor", "critic", "target_actor", "target_critic"):
             getattr(self, name).load_state_dict(state[name])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        # into the tensors they hold (views of the stacked state, a compiled graph's inputs)
+        load_in_place(self.actor_optimizer, state["actor_optimizer"])
+        load_in_place(self.critic_optimizer, state["critic_optimizer"])
         # A generator's state is a CPU byte tensor whatever its device, but a checkpoint
         # loaded onto a GPU (map_location) brings it there: back to the CPU first.
         self.generator.set_state(state["generator"].cpu())

@@ -5,8 +5,11 @@ does its per-step work — acting, the env's step, the update's few hundred smal
 the random draws, the Python loop — for one network at a time. A population does it once
 for all members.
 
-How: every member is an ordinary :class:`~agents.ddpg.agent.DDPG` — its own networks,
-optimizers, settings, bonus, counters and checkpoints — and the population runs the step of
+How: the members' learning state is one :class:`~agents.ddpg.stacked_state.StackedState`
+(built once, (N, …) tensors, by :func:`build_members`); every member is a
+:class:`~agents.ddpg.agent.DDPG` front over its row — its networks, optimizers, settings,
+bonus, counters and checkpoints, as a single run's (a single run is the same front over a
+state of one) — and the population runs the step of
 :func:`agents.ddpg.step.environment_step` — the one step a single run takes too — with the
 members side by side (``docs/architecture.md``, "One environment step"): the population
 provides its phases (:class:`~agents.ddpg.step.StepPhases`); those that are a member's own
@@ -21,7 +24,7 @@ member; the rest is done once for all:
 * the update is :func:`agents.ddpg.update.ddpg_update` vmapped over a leading member
   dimension (one graph, one batched matrix product per layer, one optimizer step over
   stacked tensors: every rule of ``param_explore`` is elementwise or per layer), compiled as
-  a single run's is, on tensors the members' own are views of;
+  a single run's, on the stacked state (each member's tensors are views of its row);
 * each random quantity of a step is one draw for all members, from the population's one
   generator (:func:`population_seed`): the weight noise (one ``normal_`` into the stacked ε
   every member's ε is a view of), the action noise ((members, action dim)), the minibatch
@@ -40,6 +43,7 @@ Members may differ in the settings the update takes as numbers
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -49,25 +53,20 @@ from torch.func import functional_call, vmap
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
-import param_explore
-from param_explore.adam_rule import adam_traceable_step
-
 from ..common.callbacks import Callback
 from ..common.devices import resolve_device
 from ..common.envs import make_env
 from ..common.errors import ConfigError, EnvironmentFailure
 from ..common.evaluation import test_episodes_together
-from ..common.noise_redraw import redrawn
 from ..common.reward_bonus import RewardBonus
 from ..common.vector_envs import make_vector_env
 from ..settings.learners import DDPGSettings
-from ..settings.memory import check_learners
-from ..settings.sharing import check_members_share
 from .agent import DDPG, Transition
-from .compiled_update import CompiledUpdate, GraphState, inductor_compile
+from .compiled_update import CompiledUpdate, inductor_compile
 from .execution import ChosenUpdate, Execution, acting_compiled, update_execution
 from .observations import normalized_observations
-from .replay_buffer import Batch, ReplayBuffer, StackedReplayBuffer
+from .replay_buffer import Batch
+from .stacked_state import StackedState
 from .step import environment_step
 
 #: The test episodes of a member's evaluation: (agent, seed, final infos) → (mean, std).
@@ -107,20 +106,25 @@ class Population:
         self,
         members: Sequence[DDPG],
         envs: gym.vector.VectorEnv,
-        buffer: StackedReplayBuffer | None = None,
+        state: StackedState,
+        coverage: CoverageRows | None = None,
     ) -> None:
         """``envs``: the members' envs, row k member k's (SAME_STEP autoreset,
-        :mod:`agents.common.vector_envs`). ``buffer``: the stacked storage the members'
-        replay buffers are views of (:meth:`ReplayBuffer.stacked`); without it, theirs are
-        stacked into one (a copy)."""
+        :mod:`agents.common.vector_envs`). ``state``: the stacked state the members are the
+        rows of, in order (:func:`build_members`). ``coverage``: the rows the members
+        report their coverage from, attached to ``envs`` here."""
         if not members:
             raise ConfigError("a population needs at least one member")
         self.members = list(members)
+        if len(state) != len(self.members) or any(
+            m.learner is not learner for m, learner in zip(self.members, state.learners)
+        ):
+            raise ConfigError("a population's members are the rows of its state, in order")
         self._check_compatible(envs)
         self.envs = envs
-        if buffer is None or buffer.members != [m.buffer for m in self.members]:
-            buffer = StackedReplayBuffer.of([m.buffer for m in self.members])
-        self.buffer = buffer
+        #: The members' learning state, stacked (agents.ddpg.stacked_state).
+        self.state = state
+        self.buffer = state.buffer
         first = self.members[0]
         self.device = first.device
         self.generator = torch.Generator(device=self.device)
@@ -129,7 +133,6 @@ class Population:
             self.generator.seed()
         else:
             self.generator.manual_seed(seed)
-        self._stack()
         #: The members still training; a member whose own data or update failed stops.
         self.active = list(self.members)
         self.failures: list[MemberFailure] = []
@@ -144,18 +147,14 @@ class Population:
         self._acting: CompiledActing | None = None
         self._acting_pending = True
         self._mean_graphs: dict[torch.Size, Callable[..., object]] = {}
-        self._coverage: list[dict[str, float]] = []
-        self._coverage_taken: set[int] = set()
-        for k, member in enumerate(self.members):
-            member.coverage = lambda k=k: self._member_coverage(k)
+        if coverage is not None:
+            coverage.attach(envs, self.members)
 
     # ----------------------------------------------------------------- building
     def _check_compatible(self, envs: gym.vector.VectorEnv) -> None:
-        """Members share what shapes the stacked tensors and the schedule (the settings'
-        one rule, :func:`agents.settings.sharing.check_members_share`), their spaces, device
-        and step."""
+        """Members share their spaces, device and step (their settings were checked when
+        their state was built: :meth:`StackedState.build`), and one env row each."""
         first = self.members[0]
-        check_members_share([member.config for member in self.members])
         for member in self.members[1:]:
             if member.env.observation_space.shape != first.env.observation_space.shape or (
                 member.env.action_space.shape != first.env.action_space.shape
@@ -171,67 +170,13 @@ class Population:
                 f"not {envs.num_envs}"
             )
 
-    def _stack(self) -> None:
-        """Stack what the update and the draws read and write; each member's own tensors
-        become views of the stack. Creating optimizer state here draws nothing."""
-        members = self.members
-        #: Every member's ε of its perturbed weights, flat: one draw fills it; and its
-        #: blocks, each parameter's ε of every member (members, …).
-        self.noise, self.noise_stacks = _stack_noise([m.actor_optimizer for m in members])
-        modules = ("actor", "critic", "target_actor", "target_critic")
-        self.params = {
-            module: _stack_parameters([getattr(m, module) for m in members]) for module in modules
-        }
-        self.buffers = _stack_buffers([m.actor for m in members])
-        critic_steps = [adam_traceable_step(m.critic_optimizer) for m in members]
-        self.critic_state = _stack_state(critic_steps)
-        self.step_counts = {"critic": _stack_step_counts(critic_steps)}
-        try:
-            actor_steps = [m.actor_optimizer.traceable_step() for m in members]
-        except param_explore.UntraceableOptimizerError:  # noisy K-FAC: each member steps
-            self.actor_state = None
-        else:
-            self.actor_state = _stack_state(actor_steps, {"noise": self.noise_stacks})
-            self.step_counts["actor"] = _stack_step_counts(actor_steps)
-        self.loss_sums = _stack_into([m.learner for m in members], "loss_sums")
-        statistics = [m.obs_statistics for m in members]
-        self.obs_moments = (
-            []
-            if statistics[0] is None
-            else [_stack_into(statistics, "mean"), _stack_into(statistics, "std")]
-        )
-        self.skipped = _stack_into([m.learner for m in members], "skipped")
-        self.applied = torch.ones(len(members), 2, device=self.members[0].device)
-        for member in members:
-            member.rebind()
-
-    def graph_state(self) -> GraphState:
-        """The stacked tensors, in the order each member's update reads its own."""
-        first = self.members[0]
-        critic_names = [name for name, _ in first.critic.named_parameters()]
-        actor_names = first.actor_optimizer.param_names()
-        critic_steps = adam_traceable_step(first.critic_optimizer)
-        actor_steps = first.actor_optimizer.traceable_step()
-        return GraphState(
-            [self.params["critic"][n] for n in critic_names],
-            [self.params["actor"][n] for n in actor_names],
-            [self.params["target_critic"][n] for n in critic_names],
-            [self.params["target_actor"][n] for n in actor_names],
-            self.loss_sums,
-            self.obs_moments,
-            {key: self.critic_state[key] for key in critic_steps.state},
-            {key: self.actor_state[key] for key in actor_steps.state},
-            self.buffers,
-            self.applied,
-        )
-
     def _make_update(self) -> CompiledUpdate | None:
         """The members' update as one graph; None for a strategy without a traced form
         (noisy K-FAC), whose members step one by one (:meth:`_members_update`)."""
-        if self.actor_state is None:
+        if self.state.actor_state is None:
             return None
         return CompiledUpdate(
-            [m.learner for m in self.members], stacked=self.graph_state, applied=self._applied
+            self.state.learners, stacked=self.state.graph_state, applied=self.state.count_applied
         )
 
     def _members_update(self, batch: Batch) -> None:
@@ -242,16 +187,6 @@ class Population:
             member.update(Batch(*(field[self._index[id(member)]] for field in batch)))
 
         self._keep_active(update)
-
-    def _applied(self, applied: np.ndarray) -> None:
-        """Count every member's applied steps and skipped updates (one op per optimizer).
-
-        Each count is added where it lives: torch's optimizers keep ``step`` on the CPU
-        beside parameters on a GPU, the skipped counts live on the device."""
-        flags = torch.as_tensor(applied, dtype=torch.float32)
-        self.step_counts["critic"].add_(flags[:, :1].to(self.step_counts["critic"].device))
-        self.step_counts["actor"].add_(flags[:, 1:].to(self.step_counts["actor"].device))
-        self.skipped.add_((1 - flags[:, 1]).to(self.skipped.device))
 
     # ----------------------------------------------------------------- training
     def learn(
@@ -420,26 +355,7 @@ class Population:
     def draw_weight_noise(self, starting: np.ndarray) -> None:
         """New ε for every member (per step), or for those starting an episode (per
         episode): one ``normal_`` of every member's ε from the population's generator."""
-        if self.noise is None:
-            return
-        redraw = redrawn(self.members[0].resample, starting)
-        changed = self.active
-        if redraw.all():
-            self.noise.normal_(generator=self.generator)
-        elif redraw.any():  # the others keep their episode's ε (and what derives from it)
-            changed = [m for m in self.active if redraw[self._index[id(m)]]]
-            fresh = torch.empty_like(self.noise).normal_(generator=self.generator)
-            starts = torch.as_tensor(redraw, device=self.device)
-            offset = 0
-            for stack in self.noise_stacks.values():
-                drawn = fresh[offset : offset + stack.numel()].view_as(stack)
-                mask = starts.view(-1, *[1] * (stack.dim() - 1))
-                stack.copy_(torch.where(mask, drawn, stack))
-                offset += stack.numel()
-        else:
-            return
-        for member in changed:
-            member.actor_optimizer.noise_changed()
+        self.state.draw_noise(self.members[0].resample, starting, self.generator)
 
     def _step_envs(self, actions: np.ndarray) -> tuple | None:
         """The envs' answer to every member's action: the transitions' next observations
@@ -516,27 +432,19 @@ class Population:
             self._call(member, scored)
         return batch._replace(rewards=rewards)
 
-    def _member_coverage(self, k: int) -> dict[str, float]:
-        """Member ``k``'s coverage since its last call: the envs report every row's at once,
-        read when a member asks again (the members log at the same steps)."""
-        if not self._coverage or k in self._coverage_taken:
-            report = getattr(self.envs, "pop_coverage", None)
-            self._coverage = report() if report is not None else [{}] * len(self.members)
-            self._coverage_taken = set()
-        self._coverage_taken.add(k)
-        return self._coverage[k]
-
     @torch.no_grad()
     def mean_actions(self, obs: np.ndarray) -> np.ndarray:
         """Every member's action at its mean μ for its rows of ``obs`` (members, rows, obs
         dim): the actor vmapped over the stacked weights, as one graph per shape of
         ``obs`` (traced once; compiled when the members' update is)."""
         obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        inputs = [*self.params["actor"].values(), *self.buffers.values(), *self.obs_moments]
+        state = self.state
+        inputs = [*state.params["actor"].values(), *state.actor_buffers.values(),
+                  *state.obs_moments]  # fmt: skip
         inputs.append(obs_t)
         graph = self._mean_graphs.get(obs_t.shape)
         if graph is None:
-            names = [*self.params["actor"], *self.buffers]
+            names = [*state.params["actor"], *state.actor_buffers]
             actor = self.members[0].actor
 
             def act(*flat: Tensor) -> Tensor:
@@ -629,7 +537,7 @@ class CompiledActing:
         first = population.members[0]
         self._step = first.actor_optimizer.traceable_step()
         self._actor = first.actor
-        state = population.graph_state()
+        state = population.state.graph_state()
         self._inputs = [*state.actor, *pytree.tree_leaves(state.actor_state), *state.obs_moments]
         self._buffers = state.actor_buffers
         self._spec = pytree.tree_structure(
@@ -673,113 +581,49 @@ def _output(result: object) -> Tensor:
     return result[0] if isinstance(result, (list, tuple)) else result
 
 
-# --------------------------------------------------------------------------- stacking
-def _stack_noise(
-    optimizers: Sequence[param_explore.WeightSampling],
-) -> tuple[Tensor | None, dict[int, Tensor]]:
-    """Every member's ε of its perturbed weights in one flat tensor, which one ``normal_``
-    fills, and for each perturbed parameter (by index) the (members, …) stack of its ε, a
-    contiguous block of it; each member's ε (its optimizer's state) becomes a view of its
-    row of the block. None for a noise-free strategy. ε not drawn yet is zero until the
-    first draw (nothing is drawn here)."""
-    first = optimizers[0]
-    perturbed = first.perturbed()
-    if not any(perturbed):
-        return None, {}
-    count = len(optimizers)
-    params = [[p for group in o.param_groups for p in group["params"]] for o in optimizers]
-    sizes = [p.numel() for p, is_perturbed in zip(params[0], perturbed) if is_perturbed]
-    reference = params[0][0]
-    noise = torch.zeros(count * sum(sizes), dtype=reference.dtype, device=reference.device)
-    stacks: dict[int, Tensor] = {}
-    offset = 0
-    for i, p in enumerate(params[0]):
-        if not perturbed[i]:
-            for optimizer, own in zip(optimizers, params, strict=True):
-                optimizer.state[own[i]].setdefault("noise", torch.zeros_like(own[i]))
-            continue
-        stacks[i] = noise[offset : offset + count * p.numel()].view(count, *p.shape)
-        for k, (optimizer, own) in enumerate(zip(optimizers, params, strict=True)):
-            view = stacks[i][k]
-            drawn = optimizer.state[own[i]].get("noise")
-            if drawn is not None:
-                view.copy_(drawn)
-            optimizer.state[own[i]]["noise"] = view
-        offset += count * p.numel()
-    return noise, stacks
+class CoverageRows:
+    """The coverage of the state space each member's row of its population's envs reports:
+    the envs report every row's at once, read again when a member asks a second time (the
+    members log at the same steps). Each member is built with its reader (:meth:`of`);
+    its population attaches its envs."""
+
+    def __init__(self) -> None:
+        self._envs: gym.vector.VectorEnv | None = None
+        self._rows: dict[int, int] = {}
+        self._reports: list[dict[str, float]] = []
+        self._taken: set[int] = set()
+
+    def of(self, key: int) -> Callable[[], dict[str, float]]:
+        """What member ``key`` (its index where it was built) calls for its coverage."""
+        return lambda: self._coverage(key)
+
+    def built(self, members: Sequence[DDPG]) -> None:
+        """The members were built with keys 0, 1, … in this order."""
+        self._keys = {id(member): key for key, member in enumerate(members)}
+
+    def attach(self, envs: gym.vector.VectorEnv, members: Sequence[DDPG]) -> None:
+        """``members`` (of those :meth:`built`) step as the rows of ``envs``, in order."""
+        self._envs = envs
+        self._rows = {self._keys[id(member)]: row for row, member in enumerate(members)}
+        self._reports, self._taken = [], set()
+
+    def _coverage(self, key: int) -> dict[str, float]:
+        if self._envs is None or key not in self._rows:
+            return {}
+        if not self._reports or key in self._taken:
+            report = getattr(self._envs, "pop_coverage", None)
+            self._reports = report() if report is not None else [{}] * self._envs.num_envs
+            self._taken = set()
+        self._taken.add(key)
+        return self._reports[self._rows[key]]
 
 
-def _stack_parameters(modules: Sequence[torch.nn.Module]) -> dict[str, Tensor]:
-    """Each parameter of the modules stacked by name; the modules' own become views."""
-    stacked = {}
-    for name, _ in modules[0].named_parameters():
-        params = [module.get_parameter(name) for module in modules]
-        stacked[name] = torch.stack([p.detach() for p in params])
-        for k, p in enumerate(params):
-            p.data = stacked[name][k]
-    return stacked
+class Members(NamedTuple):
+    """A population's members as :func:`build_members` builds them."""
 
-
-def _stack_buffers(actors: Sequence[torch.nn.Module]) -> dict[str, Tensor]:
-    stacked = {}
-    for name, _ in actors[0].named_buffers():
-        values = [actor.get_buffer(name) for actor in actors]
-        stacked[name] = torch.stack([v.detach() for v in values])
-        for k, actor in enumerate(actors):
-            setattr(actor, name, stacked[name][k])
-    return stacked
-
-
-def _stack_state(
-    steps: Sequence[param_explore.TraceableStep],
-    stacked_already: dict[str, dict[int, Tensor]] | None = None,
-) -> dict[str, list[Tensor]]:
-    """The optimizers' state tensors (each key, parameter by parameter) stacked; the
-    optimizers' own become views (the dicts that hold them are rewritten).
-    ``stacked_already``: key → {parameter index: stack} of state whose tensors are views of
-    that stack already (the members' ε, :func:`_stack_noise`)."""
-    stacked_already = stacked_already or {}
-    stacked = {}
-    for key in steps[0].state:
-        stacked[key] = []
-        for i in range(len(steps[0].params)):
-            given = stacked_already.get(key, {}).get(i)
-            if given is not None:
-                stacked[key].append(given)
-                continue
-            tensors = [step.state[key][i] for step in steps]
-            stack = torch.stack([t.detach() for t in tensors])
-            stacked[key].append(stack)
-            for k, step in enumerate(steps):
-                _replace_state(step, key, i, stack[k])
-    return stacked
-
-
-def _replace_state(step: param_explore.TraceableStep, key: str, index: int, view: Tensor) -> None:
-    """Point the optimizer's state of parameter ``index`` under ``key`` at ``view``."""
-    holder = step.step_states[index] if step.step_states else None
-    if holder is not None and key in holder:
-        holder[key] = view
-    step.state[key][index] = view
-
-
-def _stack_step_counts(steps: Sequence[param_explore.TraceableStep]) -> Tensor:
-    """Each optimizer's per-parameter step counts stacked, (members, parameters); the
-    optimizers' own become views: every member's count moves with one op."""
-    if not steps[0].step_states:
-        return torch.zeros(len(steps), 0)
-    stack = torch.stack([torch.stack([s["step"] for s in step.step_states]) for step in steps])
-    for k, step in enumerate(steps):
-        for i, state in enumerate(step.step_states):
-            state["step"] = stack[k, i]
-    return stack
-
-
-def _stack_into(holders: Sequence[object], attribute: str) -> Tensor:
-    stack = torch.stack([getattr(h, attribute).detach() for h in holders])
-    for k, holder in enumerate(holders):
-        setattr(holder, attribute, stack[k])
-    return stack
+    agents: list[DDPG]
+    state: StackedState
+    coverage: CoverageRows
 
 
 def build_members(
@@ -788,25 +632,33 @@ def build_members(
     seeds: Sequence[int | None],
     device: str | torch.device = "auto",
     bonuses: Sequence[RewardBonus | None] | None = None,
-) -> tuple[list[DDPG], StackedReplayBuffer]:
-    """A population's members, as single runs build them — member k on ``envs[k]`` with
-    ``configs[k]``, seed ``seeds[k]`` and bonus — after one memory check of them all, on
-    replay buffers that are rows of one stacked buffer (returned with them)."""
+) -> Members:
+    """A population's members — member k on ``envs[k]`` with ``configs[k]``, seed
+    ``seeds[k]`` and bonus — as the rows of one stacked state (:meth:`StackedState.build`:
+    the settings and the memory of them all checked before anything is allocated; member
+    k's networks its single run's)."""
     first = envs[0]
-    obs_dim, action_dim = first.observation_space.shape[0], first.action_space.shape[0]
     device = resolve_device(device)
-    check_learners(configs, obs_dim, action_dim, device)
-    buffer = ReplayBuffer.stacked(
-        len(envs), configs[0].buffer_size, obs_dim, action_dim, device=device
-    )
+    state = StackedState.build(configs, seeds, first.observation_space, first.action_space, device)
     bonuses = bonuses or [None] * len(envs)
+    coverage = CoverageRows()
     members = [
-        DDPG(env, config, seed=seed, device=device, bonus=bonus, replay_buffer=rows)
-        for env, config, seed, bonus, rows in zip(
-            envs, configs, seeds, bonuses, buffer.members, strict=True
+        DDPG(
+            env,
+            config,
+            seed=seed,
+            device=device,
+            bonus=bonus,
+            stack=state,
+            row=k,
+            coverage=coverage.of(k),
+        )
+        for k, (env, config, seed, bonus) in enumerate(
+            zip(envs, configs, seeds, bonuses, strict=True)
         )
     ]
-    return members, buffer
+    coverage.built(members)
+    return Members(members, state, coverage)
 
 
 def make_population(
@@ -818,5 +670,7 @@ def make_population(
 ) -> Population:
     """A population of members on the env of id ``env`` (member k with ``configs[k]``, seed
     ``seeds[k]`` and bonus), its envs :func:`~agents.common.vector_envs.make_vector_env`'s."""
-    members, buffer = build_members([make_env(env) for _ in seeds], configs, seeds, device, bonuses)
-    return Population(members, make_vector_env(env, len(seeds)), buffer)
+    members = build_members([make_env(env) for _ in seeds], configs, seeds, device, bonuses)
+    return Population(
+        members.agents, make_vector_env(env, len(seeds)), members.state, members.coverage
+    )

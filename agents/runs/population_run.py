@@ -27,9 +27,13 @@ from ..common.envs import episode_limit
 from ..common.errors import ConfigError
 from ..common.memory_budget import available_memory
 from ..common.vector_envs import make_vector_env
-from ..ddpg import DDPG
-from ..ddpg.population import Population, SharedTestEpisodes, build_members, starting_point
-from ..ddpg.replay_buffer import StackedReplayBuffer
+from ..ddpg.population import (
+    Members,
+    Population,
+    SharedTestEpisodes,
+    build_members,
+    starting_point,
+)
 from ..settings import RunSettings
 from ..settings.memory import members_that_fit
 from ..settings.sharing import check_population
@@ -80,13 +84,13 @@ def train_population(
     if not configs:
         return []
     check_population(configs)
-    members, buffer = _build_members(configs)
+    members = _build_members(configs)
     outcomes: dict[Path, MemberOutcome] = {}
     signals: list[int] = []
     with ExitStack() as stack:
         stack.enter_context(stop_on_signals())
         opened: list[OpenRun] = []
-        for config, member in zip(configs, members, strict=True):
+        for config, member in zip(configs, members.agents, strict=True):
             run_dir = config.run_dir()
             try:
                 stack.enter_context(locked_run_dir(run_dir))
@@ -99,14 +103,13 @@ def train_population(
             else:
                 opened.append(run)
         for group in _same_step(opened):
-            whole = len(group) == len(members)  # the stacked buffer is theirs
-            signals += _train_group(group, buffer if whole else None, outcomes)
+            signals += _train_group(group, members, outcomes)
     if signals:
         raise RunInterrupted(signals[0])
     return [outcomes[c.run_dir()] for c in configs]
 
 
-def _build_members(configs: list[RunSettings]) -> tuple[list[DDPG], StackedReplayBuffer]:
+def _build_members(configs: list[RunSettings]) -> Members:
     """Every member as a single run builds it (:func:`build_members`), on its run's env."""
     envs = [make_task_env(config) for config in configs]
     for config, env in zip(configs, envs, strict=True):
@@ -147,13 +150,17 @@ def _same_step(runs: list[OpenRun]) -> list[list[OpenRun]]:
 
 
 def _train_group(
-    group: list[OpenRun], buffer: StackedReplayBuffer | None, outcomes: dict[Path, MemberOutcome]
+    group: list[OpenRun], built: Members, outcomes: dict[Path, MemberOutcome]
 ) -> list[int]:
     """Train runs at one step as a population, their test episodes together; the signal
-    that stopped it, if one did."""
+    that stopped it, if one did. Runs that are not every member built (the others resume
+    at another step, or are complete) train on a stack of their own rows."""
     members = [run.agent for run in group]
     first = group[0].config
-    population = Population(members, _vector_env(first, len(group)), buffer)
+    state = built.state
+    if members != built.agents:
+        state = state.regrouped([built.agents.index(member) for member in members])
+    population = Population(members, _vector_env(first, len(group)), state, built.coverage)
     tests = SharedTestEpisodes(
         population, lambda copies: _vector_env(first, copies), first.eval_episodes
     )

@@ -26,16 +26,11 @@ def learners_needs(
     learners: Sequence[DDPGSettings | TRPOSettings],
     obs_dim: int,
     action_dim: int,
-    *,
-    buffer_allocated: bool = False,
 ) -> list[MemoryNeed]:
     """What ``learners`` — a single run's one, or a population's members — need together
-    on spaces of ``obs_dim`` and ``action_dim``; without their replay buffers where those
-    are ``buffer_allocated`` already (a population's rows of its stacked buffer)."""
-    needs = [need for learner in learners for need in learner.memory_needs(obs_dim, action_dim)]
-    if buffer_allocated:
-        needs = [need for need in needs if need.setting != "buffer_size"]
-    return needs
+    on spaces of ``obs_dim`` and ``action_dim`` (checked once, before their stacked state is
+    allocated: :meth:`agents.ddpg.stacked_state.StackedState.build`)."""
+    return [need for learner in learners for need in learner.memory_needs(obs_dim, action_dim)]
 
 
 def check_learners(
@@ -43,14 +38,10 @@ def check_learners(
     obs_dim: int,
     action_dim: int,
     device: torch.device,
-    *,
-    buffer_allocated: bool = False,
 ) -> None:
     """ConfigError, before anything is allocated, when ``learners`` cannot fit on
     ``device`` (:func:`learners_needs`)."""
-    check_memory(
-        learners_needs(learners, obs_dim, action_dim, buffer_allocated=buffer_allocated), device
-    )
+    check_memory(learners_needs(learners, obs_dim, action_dim), device)
 
 
 def run_needs(settings: RunSettings, obs_dim: int, action_dim: int) -> list[MemoryNeed]:

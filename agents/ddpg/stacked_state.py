@@ -1,0 +1,361 @@
+"""The learning state of N members of one strategy, held stacked: the one owner of it.
+
+Why: a population's update, acting and draws are batched over a leading member
+dimension, so every tensor they read — parameters, the actor's buffers, optimizer state
+and step counts, weight noise ε, loss sums, skip counts, observation moments, the replay
+buffer — is one (N, …) tensor. A single run is N = 1 of the same state, built by the same
+code (:meth:`StackedState.build`), so there is one way a learner's state comes to be.
+
+How: :meth:`StackedState.build` checks the members' settings (that they may share a stack,
+and the memory all of them need) before anything is allocated, allocates the replay
+buffers as one (N, capacity, …) storage, builds member k's networks from the global torch
+RNG seeded with its seed (as a single run of that seed builds them), creates the
+optimizers' state (drawing nothing: ε is zero until the first draw), and stacks every
+tensor into (N, …) storage, binding member k's modules, optimizers and statistics to row
+k as it goes — before anything else has seen them. Each member's front (:class:`DDPG
+<agents.ddpg.agent.DDPG>`) receives its row, an :class:`~agents.ddpg.update.UpdateState`
+whose tensors are views of the stack; nothing outside this module binds a tensor to the
+stack, and loading a checkpoint writes into the same tensors (:func:`load_in_place`), so
+the views hold for the state's life.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import Tensor
+
+import param_explore
+from param_explore.adam_rule import adam_traceable_step
+
+from ..common.noise_redraw import redrawn
+from ..settings.learners import DDPGSettings
+from ..settings.memory import check_learners
+from ..settings.sharing import check_members_share
+from .compiled_update import GraphState
+from .networks import Actor, Critic
+from .observations import ObservationStatistics
+from .replay_buffer import ReplayBuffer, StackedReplayBuffer
+from .update import UpdateSettings, UpdateState
+
+
+def build_learner(
+    config: DDPGSettings, obs_dim: int, action_space: gym.spaces.Box, device: torch.device
+) -> UpdateState:
+    """One member's networks (from the global torch RNG, seeded already), their targets,
+    optimizers (the strategy's for the actor, torch's fused Adam for the critic, matched to
+    a checkpoint's state by name), observation statistics and the update's counters."""
+    actor = Actor(
+        obs_dim,
+        action_space.low,
+        action_space.high,
+        config.hidden_sizes,
+        init=config.init,
+        layer_norm=config.strategy.layer_norm,
+    ).to(device)
+    critic = Critic(
+        obs_dim,
+        action_space.shape[0],
+        config.hidden_sizes,
+        init=config.init,
+        layer_norm=config.critic_layer_norm,
+    ).to(device)
+    strategy = config.strategy
+    actor_optimizer = param_explore.make_optimizer(
+        strategy.optimizer_class, actor, **strategy.optimizer_kwargs
+    )
+    critic_optimizer = torch.optim.Adam(critic.named_parameters(), lr=config.critic_lr, fused=True)
+    critic_optimizer.register_load_state_dict_pre_hook(param_explore.state_by_name)
+    return UpdateState(
+        actor,
+        critic,
+        copy.deepcopy(actor).requires_grad_(False),
+        copy.deepcopy(critic).requires_grad_(False),
+        actor_optimizer,
+        critic_optimizer,
+        UpdateSettings.of(
+            critic,
+            config.gamma,
+            config.tau,
+            config.actor_grad_reduction,
+            critic_l2_reg=config.critic_l2_reg,
+            normalize_observations=config.normalize_observations,
+        ),
+        # kept on the device: reading them every update would force a host sync
+        loss_sums=torch.zeros(3, device=device),
+        skipped=torch.zeros((), device=device),
+        obs_statistics=(
+            ObservationStatistics(obs_dim, device) if config.normalize_observations else None
+        ),
+    )
+
+
+class StackedState:
+    """N members' learning state as (N, …) tensors (module docstring); :attr:`learners`
+    are the members' rows, whose tensors are views of it."""
+
+    def __init__(self, learners: Sequence[UpdateState], buffer: StackedReplayBuffer) -> None:
+        """Stack ``learners``' tensors (their replay buffers are ``buffer``'s rows); each
+        learner's become views of its row. Used by :meth:`build` and :meth:`regrouped`."""
+        self.learners = list(learners)
+        self.buffer = buffer
+        self.device = self.learners[0].loss_sums.device
+        optimizers = [learner.actor_optimizer for learner in self.learners]
+        #: Every member's ε of its perturbed weights, flat (one draw fills it), and its
+        #: blocks: each perturbed parameter's ε of every member, (members, …).
+        self.noise, self.noise_stacks = _stack_noise(optimizers)
+        modules = ("actor", "critic", "target_actor", "target_critic")
+        self.params = {
+            module: _stack_parameters([getattr(learner, module) for learner in self.learners])
+            for module in modules
+        }
+        self.actor_buffers = _stack_buffers([learner.actor for learner in self.learners])
+        critic_steps = [adam_traceable_step(learner.critic_optimizer) for learner in self.learners]
+        self.critic_state = _stack_state(critic_steps)
+        self.step_counts = {"critic": _stack_step_counts(critic_steps)}
+        try:
+            actor_steps = [optimizer.traceable_step() for optimizer in optimizers]
+        except param_explore.UntraceableOptimizerError:  # noisy K-FAC: each member steps
+            self.actor_state: dict[str, list[Tensor]] | None = None
+        else:
+            self.actor_state = _stack_state(actor_steps, {"noise": self.noise_stacks})
+            self.step_counts["actor"] = _stack_step_counts(actor_steps)
+        self.loss_sums = _stack_into(self.learners, "loss_sums")
+        statistics = [learner.obs_statistics for learner in self.learners]
+        self.obs_moments = (
+            []
+            if statistics[0] is None
+            else [_stack_into(statistics, "mean"), _stack_into(statistics, "std")]
+        )
+        self.skipped = _stack_into(self.learners, "skipped")
+        #: Whether each member's critic and actor steps were applied in the last batched
+        #: update (written by its graph).
+        self.applied = torch.ones(len(self.learners), 2, device=self.device)
+
+    @classmethod
+    def build(
+        cls,
+        configs: Sequence[DDPGSettings],
+        seeds: Sequence[int | None],
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box,
+        device: torch.device,
+    ) -> StackedState:
+        """The state of members with ``configs`` and ``seeds`` (member k's networks from
+        ``seeds[k]``, as its single run's; a None seed: the global RNG as it stands), after
+        the settings' one check that they may share a stack and the memory check of all of
+        them (nothing allocated before either)."""
+        check_members_share(configs)
+        obs_dim, action_dim = observation_space.shape[0], action_space.shape[0]
+        check_learners(configs, obs_dim, action_dim, device)
+        buffer = ReplayBuffer.stacked(
+            len(configs), configs[0].buffer_size, obs_dim, action_dim, device=device
+        )
+        learners = []
+        for config, seed in zip(configs, seeds, strict=True):
+            if seed is not None:
+                torch.manual_seed(seed)
+            learners.append(build_learner(config, obs_dim, action_space, device))
+        return cls(learners, buffer)
+
+    def regrouped(self, rows: Sequence[int]) -> StackedState:
+        """The members of ``rows`` alone, in a stack of their own (a copy): members that
+        resume at another step than the others train as a population of their own."""
+        buffer = StackedReplayBuffer.of([self.buffer.members[k] for k in rows])
+        return StackedState([self.learners[k] for k in rows], buffer)
+
+    def __len__(self) -> int:
+        return len(self.learners)
+
+    def graph_state(self) -> GraphState:
+        """The stacked tensors, in the order each member's update reads its own."""
+        first = self.learners[0]
+        critic_names = [name for name, _ in first.critic.named_parameters()]
+        actor_names = first.actor_optimizer.param_names()
+        critic_steps = adam_traceable_step(first.critic_optimizer)
+        actor_steps = first.actor_optimizer.traceable_step()
+        return GraphState(
+            [self.params["critic"][n] for n in critic_names],
+            [self.params["actor"][n] for n in actor_names],
+            [self.params["target_critic"][n] for n in critic_names],
+            [self.params["target_actor"][n] for n in actor_names],
+            self.loss_sums,
+            self.obs_moments,
+            {key: self.critic_state[key] for key in critic_steps.state},
+            {key: self.actor_state[key] for key in actor_steps.state},
+            self.actor_buffers,
+            self.applied,
+        )
+
+    @torch.no_grad()
+    def draw_noise(
+        self, resample: str, starting: np.ndarray, generator: torch.Generator
+    ) -> list[int]:
+        """New ε for every member (per step), or for the members ``starting`` an episode
+        (per episode, ``resample``): one ``normal_`` from ``generator``; the rows drawn
+        (whose strategies then derive what they derive from ε: ``noise_changed``)."""
+        if self.noise is None:
+            return []
+        redraw = redrawn(resample, starting)
+        if redraw.all():
+            self.noise.normal_(generator=generator)
+        elif redraw.any():  # the others keep their episode's ε (and what derives from it)
+            fresh = torch.empty_like(self.noise).normal_(generator=generator)
+            starts = torch.as_tensor(redraw, device=self.device)
+            offset = 0
+            for stack in self.noise_stacks.values():
+                drawn = fresh[offset : offset + stack.numel()].view_as(stack)
+                mask = starts.view(-1, *[1] * (stack.dim() - 1))
+                stack.copy_(torch.where(mask, drawn, stack))
+                offset += stack.numel()
+        else:
+            return []
+        rows = np.flatnonzero(redraw).tolist()
+        for k in rows:
+            self.learners[k].actor_optimizer.noise_changed()
+        return rows
+
+    def count_applied(self, applied: np.ndarray) -> None:
+        """Count every member's applied steps and skipped updates (one op per optimizer).
+
+        Each count is added where it lives: torch's optimizers keep ``step`` on the CPU
+        beside parameters on a GPU, the skipped counts live on the device."""
+        flags = torch.as_tensor(applied, dtype=torch.float32)
+        self.step_counts["critic"].add_(flags[:, :1].to(self.step_counts["critic"].device))
+        self.step_counts["actor"].add_(flags[:, 1:].to(self.step_counts["actor"].device))
+        self.skipped.add_((1 - flags[:, 1]).to(self.skipped.device))
+
+
+def load_in_place(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> None:
+    """``optimizer.load_state_dict(saved)`` written into the state tensors it holds now.
+
+    torch's load replaces an optimizer's state tensors with new ones; a member's are views
+    of its stack (and a compiled graph's inputs), so the loaded values are copied into them
+    and they are put back. State the file lacks (a checkpoint from before the state was
+    created) keeps its value; a tensor the file has of another shape is the file's."""
+    held = {p: dict(state) for p, state in optimizer.state.items()}
+    optimizer.load_state_dict(saved)
+    for p, before in held.items():
+        after = optimizer.state[p]
+        for key, tensor in before.items():
+            if not torch.is_tensor(tensor):
+                continue
+            loaded = after.get(key)
+            if loaded is None:
+                after[key] = tensor
+            elif torch.is_tensor(loaded) and loaded.shape == tensor.shape:
+                tensor.copy_(loaded)
+                after[key] = tensor
+
+
+# --------------------------------------------------------------------------- stacking
+def _stack_noise(
+    optimizers: Sequence[param_explore.WeightSampling],
+) -> tuple[Tensor | None, dict[int, Tensor]]:
+    """Every member's ε of its perturbed weights in one flat tensor, which one ``normal_``
+    fills, and for each perturbed parameter (by index) the (members, …) stack of its ε, a
+    contiguous block of it; each member's ε (its optimizer's state) is a view of its row
+    of the block. None for a noise-free strategy. ε is zero until the first draw."""
+    first = optimizers[0]
+    perturbed = first.perturbed()
+    if not any(perturbed):
+        return None, {}
+    count = len(optimizers)
+    params = [[p for group in o.param_groups for p in group["params"]] for o in optimizers]
+    sizes = [p.numel() for p, is_perturbed in zip(params[0], perturbed) if is_perturbed]
+    reference = params[0][0]
+    noise = torch.zeros(count * sum(sizes), dtype=reference.dtype, device=reference.device)
+    stacks: dict[int, Tensor] = {}
+    offset = 0
+    for i, p in enumerate(params[0]):
+        if not perturbed[i]:
+            for optimizer, own in zip(optimizers, params, strict=True):
+                optimizer.state[own[i]].setdefault("noise", torch.zeros_like(own[i]))
+            continue
+        stacks[i] = noise[offset : offset + count * p.numel()].view(count, *p.shape)
+        for k, (optimizer, own) in enumerate(zip(optimizers, params, strict=True)):
+            view = stacks[i][k]
+            drawn = optimizer.state[own[i]].get("noise")
+            if drawn is not None:
+                view.copy_(drawn)
+            optimizer.state[own[i]]["noise"] = view
+        offset += count * p.numel()
+    return noise, stacks
+
+
+def _stack_parameters(modules: Sequence[torch.nn.Module]) -> dict[str, Tensor]:
+    """Each parameter of the modules stacked by name; the modules' own become views."""
+    stacked = {}
+    for name, _ in modules[0].named_parameters():
+        params = [module.get_parameter(name) for module in modules]
+        stacked[name] = torch.stack([p.detach() for p in params])
+        for k, p in enumerate(params):
+            p.data = stacked[name][k]
+    return stacked
+
+
+def _stack_buffers(actors: Sequence[torch.nn.Module]) -> dict[str, Tensor]:
+    stacked = {}
+    for name, _ in actors[0].named_buffers():
+        values = [actor.get_buffer(name) for actor in actors]
+        stacked[name] = torch.stack([v.detach() for v in values])
+        for k, actor in enumerate(actors):
+            setattr(actor, name, stacked[name][k])
+    return stacked
+
+
+def _stack_state(
+    steps: Sequence[param_explore.TraceableStep],
+    stacked_already: dict[str, dict[int, Tensor]] | None = None,
+) -> dict[str, list[Tensor]]:
+    """The optimizers' state tensors (each key, parameter by parameter) stacked; the
+    optimizers' own become views (the dicts that hold them are rewritten).
+    ``stacked_already``: key → {parameter index: stack} of state whose tensors are views of
+    that stack already (the members' ε, :func:`_stack_noise`)."""
+    stacked_already = stacked_already or {}
+    stacked = {}
+    for key in steps[0].state:
+        stacked[key] = []
+        for i in range(len(steps[0].params)):
+            given = stacked_already.get(key, {}).get(i)
+            if given is not None:
+                stacked[key].append(given)
+                continue
+            tensors = [step.state[key][i] for step in steps]
+            stack = torch.stack([t.detach() for t in tensors])
+            stacked[key].append(stack)
+            for k, step in enumerate(steps):
+                _replace_state(step, key, i, stack[k])
+    return stacked
+
+
+def _replace_state(step: param_explore.TraceableStep, key: str, index: int, view: Tensor) -> None:
+    """Point the optimizer's state of parameter ``index`` under ``key`` at ``view``."""
+    holder = step.step_states[index] if step.step_states else None
+    if holder is not None and key in holder:
+        holder[key] = view
+    step.state[key][index] = view
+
+
+def _stack_step_counts(steps: Sequence[param_explore.TraceableStep]) -> Tensor:
+    """Each optimizer's per-parameter step counts stacked, (members, parameters); the
+    optimizers' own become views: every member's count moves with one op."""
+    if not steps[0].step_states:
+        return torch.zeros(len(steps), 0)
+    stack = torch.stack([torch.stack([s["step"] for s in step.step_states]) for step in steps])
+    for k, step in enumerate(steps):
+        for i, state in enumerate(step.step_states):
+            state["step"] = stack[k, i]
+    return stack
+
+
+def _stack_into(holders: Sequence[object], attribute: str) -> Tensor:
+    stack = torch.stack([getattr(h, attribute).detach() for h in holders])
+    for k, holder in enumerate(holders):
+        setattr(holder, attribute, stack[k])
+    return stack
