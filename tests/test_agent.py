@@ -72,14 +72,14 @@ class Recorder:
             self.calls.append((self.phase, used.detach().clone()))
 
         agent.actor.register_forward_pre_hook(hook, with_kwargs=True)
-        original = agent.train_step
+        original = agent.update
 
-        def train_step():
+        def update(batch):
             self.phase = "train"
-            original()
+            original(batch)
             self.phase = "act"
 
-        agent.train_step = train_step
+        agent.update = update
 
     def act_then_train(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """(acting weights, training weights) of every step that acted and then updated."""

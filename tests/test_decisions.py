@@ -13,8 +13,8 @@ from agents.common.errors import ConfigError
 from agents.common.noise_redraw import redrawn, redrawn_after_episodes, redrawn_every_step
 from agents.ddpg import DDPG
 from agents.ddpg.compiled_update import CompilationError
+from agents.ddpg.engine import starting_point
 from agents.ddpg.execution import ChosenUpdate, Execution, acting_compiled, update_execution
-from agents.ddpg.population import starting_point
 from agents.settings import DDPGSettings
 from agents.settings.memory import learners_needs, members_that_fit, run_needs
 from agents.settings.resolve import resolve_runs

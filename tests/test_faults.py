@@ -346,14 +346,13 @@ def poisoned_agent(strategy: str, compile: bool) -> tuple[DDPG, list[bool]]:
     agent.learn(100)  # 36 updates on clean data
     agent.buffer.rewards[50] = float("nan")  # past the storage check: as a bug would
     poisoned = []
-    sample = agent.buffer.sample
+    update = agent.update
 
-    def recording_sample(batch_size, generator=None):
-        batch = sample(batch_size, generator)
+    def recording_update(batch):
         poisoned.append(bool(torch.isnan(batch.rewards).any()))
-        return batch
+        update(batch)
 
-    agent.buffer.sample = recording_sample
+    agent.update = recording_update
     return agent, poisoned
 
 

@@ -22,7 +22,8 @@ from agents.common.callbacks import Callback
 from agents.common.errors import ConfigError, NonFiniteDataError
 from agents.common.strategies import available_strategies
 from agents.ddpg import DDPG
-from agents.ddpg.population import make_population, population_seed
+from agents.ddpg.engine import population_seed
+from agents.ddpg.population import make_population
 from agents.ddpg.replay_buffer import Batch, ReplayBuffer
 from agents.runs.population_run import train_population
 from agents.settings import DDPGSettings
@@ -179,22 +180,18 @@ def test_a_members_bonus_and_update_are_the_single_runs(posterior):
 
 def test_each_random_quantity_is_one_draw_for_every_member():
     """One step: the envs reset from the members' seeds, then every member's ε is its row
-    of one ``normal_`` from the population's generator (seeded from the members' seeds and
-    the step); a minibatch's indices are one (members, batch) ``randint``."""
+    of one ``normal_`` per parameter (a (members, …) block each, in the parameters' order)
+    from the population's generator (seeded from the members' seeds and the step); a
+    minibatch's indices are one (members, batch) ``randint``."""
     population = make_population("Pendulum-v1", [settings("vadam")] * 2, SEEDS, "cpu")
     population.learn(1, [Callback(), Callback()])
     generator = torch.Generator().manual_seed(population_seed(SEEDS, 0))
-    draw = torch.empty_like(population.state.noise).normal_(generator=generator)
-    assert torch.equal(population.state.noise, draw)
-    # The draw's layout: parameter by parameter, each a block of every member's ε.
     params = population.members[0].actor_optimizer.param_groups[0]["params"]
-    starts = np.cumsum([0] + [2 * p.numel() for p in params])
+    blocks = [torch.empty(2, *p.shape).normal_(generator=generator) for p in params]
     for k, member in enumerate(population.members):
         optimizer = member.actor_optimizer
-        for p, start in zip(optimizer.param_groups[0]["params"], starts, strict=False):
-            n = p.numel()
-            mine = draw[start + k * n : start + (k + 1) * n].view_as(p)
-            assert torch.equal(optimizer.state[p]["noise"], mine)
+        for p, block in zip(optimizer.param_groups[0]["params"], blocks, strict=True):
+            assert torch.equal(optimizer.state[p]["noise"], block[k])
     # The buffer's draw: the indices of torch.randint on the same stream, gathered by NumPy.
     buffer = ReplayBuffer.stacked(2, 10, OBS_DIM, ACTION_DIM)
     rng = np.random.default_rng(3)
@@ -370,12 +367,12 @@ def test_r6_3_a_member_stops_alone_on_any_exception_of_its_own(tmp_path, monkeyp
 def test_r6_3_an_error_of_the_whole_population_stays_whole(tmp_path, monkeypatch):
     """The shared vector env's batched step is every member's: an exception there (not
     the env's own, which each member reports) ends the population."""
-    from agents.ddpg.population import Population
+    from agents.ddpg.engine import Engine
 
     def broken(self, actions):
         raise RuntimeError("the population's step broke")
 
-    monkeypatch.setattr(Population, "step_envs", broken)
+    monkeypatch.setattr(Engine, "step_envs", broken)
     with pytest.raises(RuntimeError, match="the population's step broke"):
         train_population(runs(tmp_path, 400))
 

@@ -1,6 +1,6 @@
-"""The one environment step (agents/ddpg/step.py) both drivers take: its phases' order, what
-passes between them, where a stop request ends a round of updates, and that the single
-run's and the population's phases are the protocol's."""
+"""The one environment step (agents/ddpg/step.py): its phases' order, what passes between
+them, where a stop request ends a round of updates, and that the engine's phases (a single
+run's and a population's) are the protocol's."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from agents.common.stop_requests import forget_stop_request, request_stop
-from agents.ddpg.agent import _OwnPhases
-from agents.ddpg.population import Population
+from agents.ddpg.engine import Engine
 from agents.ddpg.step import StepPhases, environment_step
 
 
@@ -97,8 +96,9 @@ def test_when_no_member_is_left_to_answer_for_nothing_is_stored():
     assert phases.calls[-1] == ("step_envs", (2,))
 
 
-@pytest.mark.parametrize("driver", [_OwnPhases, Population], ids=["single run", "population"])
-def test_both_drivers_provide_every_phase_with_its_arguments(driver):
+def test_the_engine_provides_every_phase_with_its_arguments():
+    """The one driver of the step, for a single run (an engine of one) and a population."""
+    driver = Engine
     phases = [
         name
         for name, member in vars(StepPhases).items()

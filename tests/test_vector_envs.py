@@ -20,7 +20,7 @@ import agents  # noqa: F401  (registers the tasks)
 from agents.common import vector_envs
 from agents.common.envs import coverage_statistics, make_env, with_action_range
 from agents.common.errors import ConfigError
-from agents.common.vector_envs import LoopVectorEnv, make_vector_env
+from agents.common.vector_envs import LoopVectorEnv, OneEnv, make_vector_env
 from agents.tasks import with_task_report
 
 from conftest import WARP_TOLERANCE
@@ -94,6 +94,28 @@ def test_the_loop_is_n_single_envs_reset_in_the_same_step():
     for t in range(steps):
         actions = rng.uniform(-2, 2, (3, 1)).astype(np.float32)
         assert_same_step(vector.step(actions), same_step(singles, actions), f"step {t}")
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "SparseMountainCar-v0"])
+def test_one_env_is_a_vector_env_of_that_env_reset_in_the_same_step(env_id):
+    """A single run's own env as a vector env of one: a single env's results, in gymnasium's
+    SAME_STEP layout, through resets (20-step episodes), the observations of its space's
+    dtype, and its coverage."""
+    vector = OneEnv(with_task_report(make_env(env_id, max_episode_steps=20)))
+    single = with_task_report(make_env(env_id, max_episode_steps=20))
+    assert vector.num_envs == 1
+    assert vector.metadata["autoreset_mode"] is gym.vector.AutoresetMode.SAME_STEP
+    obs, _ = vector.reset(seed=[4])
+    np.testing.assert_array_equal(obs, single.reset(seed=4)[0][None])
+    assert obs.dtype == single.observation_space.dtype
+    rng = np.random.default_rng(0)
+    low, high = single.action_space.low, single.action_space.high
+    for t in range(65):
+        actions = rng.uniform(low, high, (1, *low.shape)).astype(np.float32)
+        assert_same_step(vector.step(actions), same_step([single], actions), f"step {t}")
+    assert vector.pop_coverage() == [coverage_statistics(single)]
+    with pytest.raises(ValueError, match="one seed"):
+        vector.reset(seed=[1, 2])
 
 
 def test_the_loop_takes_normalized_actions_and_wraps_its_copies(capsys, monkeypatch):

@@ -127,6 +127,63 @@ class LoopVectorEnv(SyncVectorEnv):
         return [coverage_statistics(env) for env in self.envs]
 
 
+class OneEnv(VectorEnv):
+    """An env the caller made (a single run's own) as a vector env of one, keeping the
+    contract above (its ``info`` laid out by ``VectorEnv._add_info``, as ``SyncVectorEnv``
+    does). Why not ``SyncVectorEnv`` over it: its per-space iteration, concatenation and
+    deep copy of the observations cost ~35 µs a step, a tenth of a small network's whole
+    step (a single run of the sparse mountain car makes ~3 k steps/s)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        self.env = env
+        self.num_envs = 1
+        self.single_observation_space = env.observation_space
+        self.single_action_space = env.action_space
+        self.observation_space = gym.vector.utils.batch_space(env.observation_space, 1)
+        self.action_space = gym.vector.utils.batch_space(env.action_space, 1)
+        self.metadata = {**env.metadata, "autoreset_mode": AutoresetMode.SAME_STEP}
+        self.render_mode = env.render_mode
+        self._dtype = env.observation_space.dtype
+
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        if isinstance(seed, list):
+            if len(seed) != 1:
+                raise ValueError(f"one env takes one seed, got {len(seed)}")
+            seed = seed[0]
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        if mask is not None and not np.asarray(mask).any():
+            raise ValueError("`options['reset_mask']` must contain at least one True value")
+        obs, info = self.env.reset(seed=seed, options=options or None)
+        return self._batched(obs), self._add_info({}, info, 0)
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(actions[0])
+        infos: dict[str, Any] = {}
+        if terminated or truncated:
+            infos = self._add_info(infos, {"final_obs": obs, "final_info": info}, 0)
+            obs, info = self.env.reset()
+        infos = self._add_info(infos, info, 0)
+        return (
+            self._batched(obs),
+            np.array([reward], dtype=np.float64),
+            np.array([terminated], dtype=np.bool_),
+            np.array([truncated], dtype=np.bool_),
+            infos,
+        )
+
+    def _batched(self, obs: np.ndarray) -> np.ndarray:
+        return np.array(obs, dtype=self._dtype)[None]
+
+    def pop_coverage(self) -> list[dict[str, float]]:
+        """The env's coverage since the last call ({} where its task reports none)."""
+        return [coverage_statistics(self.env)]
+
+
 def make_vector_env(
     env_id: str,
     num_envs: int,

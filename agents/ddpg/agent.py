@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -55,16 +55,16 @@ from ..common.checkpoints import (
 from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import coverage_statistics, env_id, make_env
-from ..common.errors import CheckpointError, ConfigError, EnvironmentFailure, NonFiniteDataError
-from ..common.noise_redraw import redrawn
+from ..common.errors import CheckpointError, ConfigError, NonFiniteDataError
 from ..common.reward_bonus import RewardBonus, fitted, scored
+from ..common.vector_envs import OneEnv
 from ..settings.files import upgrade_config_keys
 from ..settings.learners import DDPGSettings
 from .compiled_update import CompiledUpdate
+from .engine import Engine, Transition
 from .execution import ChosenUpdate
 from .replay_buffer import Batch, ReplayBuffer
 from .stacked_state import StackedState, load_in_place
-from .step import environment_step
 from .update import EagerUpdate
 
 #: The parts of a state that must be finite to be saved or trusted.
@@ -87,15 +87,6 @@ def _seeded_generator(device: torch.device, seed: int | None) -> torch.Generator
     else:
         generator.seed()
     return generator
-
-
-class Transition(NamedTuple):
-    """The env's answer to one action."""
-
-    next_obs: np.ndarray
-    reward: float
-    terminated: bool
-    truncated: bool
 
 
 class DDPG:
@@ -143,7 +134,6 @@ class DDPG:
         action_space = self.env.action_space
         if seed is not None:
             action_space.seed(seed)
-        member = stack is not None
         if stack is None:  # a single run: the state of one member, built as a population's
             stack = StackedState.build(
                 [cfg], [seed], self.env.observation_space, action_space, self.device
@@ -174,9 +164,15 @@ class DDPG:
         self._obs: np.ndarray | None = None
         self._episode_return = 0.0
         self._episode_length = 0
-        #: Its own update, compiled or eager as agents.ddpg.execution decides; a member's
-        #: is eager: its population's batched update is its update, this its fallback.
-        self._update = self._chosen_update(cfg.compile and not member)
+        #: Its own update, compiled or eager as agents.ddpg.execution decides: the update of
+        #: an engine of one; a member of a stack of several is updated by its population's
+        #: batched graph, and this eager form is its fallback.
+        self._update = self._chosen_update(cfg.compile and len(stack) == 1)
+        self._stack = stack
+        #: What a single run steps (agents.ddpg.engine, built at its first learn): its env,
+        #: which remembers its RNG as it was before each reset.
+        self._env_steps = _ResetRecorder(self.env)
+        self._engine: Engine | None = None
         #: The coverage of the state space its env reports since the last call.
         self.coverage: Callable[[], dict[str, float]] = coverage or (
             lambda: coverage_statistics(self.env)
@@ -228,17 +224,6 @@ class DDPG:
         noisy = action + noise * self._action_scale  # noise in [-1, 1] units
         return np.clip(noisy, self._action_low, self._action_high).astype(action.dtype)
 
-    def _reset_episode(self) -> None:
-        seed = self.seed if self.num_episodes == 0 and self.seed is not None else None
-        try:
-            obs, _ = self.env.reset(seed=seed)
-        except Exception as err:  # the env's own failure: the run stops after a checkpoint
-            raise EnvironmentFailure(
-                f"{self.env_id} raised {type(err).__name__}: {err} in reset, before step "
-                f"{self.num_timesteps + 1}"
-            ) from err
-        self.start_episode(obs)
-
     def start_episode(self, obs: np.ndarray) -> None:
         """An episode starts at ``obs`` (the env was reset): its return and length from
         zero, the action noise's process from its start."""
@@ -263,21 +248,14 @@ class DDPG:
         """Run ``total_steps`` more environment steps, updating as ``train_every`` says."""
         if total_steps <= 0:
             raise ConfigError(f"total_steps must be > 0, got {total_steps}")
-        callback = callback or Callback()
-        phases = _OwnPhases(self, callback)
-        callback.on_training_start(self)
-        try:
-            for _ in range(total_steps):
-                environment_step(phases)
-                if not callback.on_step(self):
-                    break
-        finally:
-            callback.on_training_end(self)
+        if self._engine is None:  # kept between calls: an episode goes on across them
+            envs = OneEnv(self._env_steps)
+            self._engine = Engine([self], envs, self._stack, single_run=True)
+        self._engine.learn(total_steps, [callback or Callback()])
         return self
 
     # The phases of one environment step (agents/ddpg/step.py) that are a member's own,
-    # public because a population (agents/ddpg/population.py) calls them for each member;
-    # a single run's steps through them too (_OwnPhases, below).
+    # public because the engine (agents/ddpg/engine.py) calls them for each member.
     def check_action(self, action: np.ndarray) -> None:
         """NonFiniteDataError, saying which of the agent's tensors went bad, for an action
         that is not finite: it never reaches the env."""
@@ -472,7 +450,9 @@ class DDPG:
             },
             # The env's own RNG, so that a run resumed at an episode boundary continues
             # with the same episodes as one that was never interrupted.
-            "env_rng": self.env.unwrapped.np_random.bit_generator.state,
+            # The env resets itself as an episode ends (SAME_STEP): at a boundary, its RNG
+            # as it was before that reset, which the resumed run's first reset repeats.
+            "env_rng": self._env_steps.rng_state(self.between_episodes),
             "at_episode_boundary": self.between_episodes,
         }
         if self.obs_statistics is not None:  # the networks' input scale: always saved
@@ -504,6 +484,7 @@ class DDPG:
         if state.get("at_episode_boundary"):
             self.env.unwrapped.np_random.bit_generator.state = state["env_rng"]
         self._obs = None  # a mid-episode state cannot be restored: start a new episode
+        self._engine = None  # its first step resets the env
         if "buffer" in state:
             self.buffer.load_state_dict(state["buffer"])
         if (self.bonus is None) != ("bonus" not in state):
@@ -563,53 +544,22 @@ class DDPG:
         return agent
 
 
-class _OwnPhases:
-    """A single run's phases of :func:`~agents.ddpg.step.environment_step`: one member, its
-    own env, generator and callback (a population provides the same for many)."""
+class _ResetRecorder(gym.Wrapper):
+    """The env a single run steps, remembering its RNG's state before each reset: the
+    engine's env resets an episode in the step that ends it, before a checkpoint at that
+    boundary is written, and a resumed run must reset from the state before that reset."""
 
-    def __init__(self, agent: DDPG, callback: Callback) -> None:
-        self.agent, self.callback = agent, callback
-        self.gradient_steps = agent.config.gradient_steps
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self._before_reset: dict | None = None
 
-    def start_episodes(self) -> bool:
-        if not self.agent.between_episodes:
-            return False
-        self.agent._reset_episode()
-        return True
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        self._before_reset = self.env.unwrapped.np_random.bit_generator.state
+        return self.env.reset(**kwargs)
 
-    def draw_weight_noise(self, starting: bool) -> None:
-        agent = self.agent
-        if redrawn(agent.resample, starting):
-            agent.actor_optimizer.resample_noise(agent.generator)
-
-    def exploration_actions(self) -> np.ndarray:
-        agent = self.agent
-        action = agent.with_action_noise(agent.predict(agent.observation, deterministic=False))
-        agent.check_action(action)
-        return action
-
-    def step_envs(self, action: np.ndarray) -> Transition:
-        agent = self.agent
-        try:
-            answer = agent.env.step(action)
-        except Exception as err:  # the env's own failure: the run stops after a checkpoint
-            raise EnvironmentFailure(
-                f"{agent.env_id} raised {type(err).__name__}: {err} at step "
-                f"{agent.num_timesteps + 1}"
-            ) from err
-        return agent.checked_transition(*answer[:4])
-
-    def store(self, action: np.ndarray, transition: Transition) -> bool:
-        agent = self.agent
-        next_obs, reward, terminated, _ = transition
-        agent.buffer.add(agent.observation, action, reward, next_obs, terminated)
-        return agent.record(action, transition)
-
-    def updates_due(self) -> bool:
-        return self.agent.updates_due()
-
-    def train_step(self) -> None:
-        self.agent.train_step()
-
-    def end_step(self, ended: bool) -> None:
-        self.agent.end_step(ended, self.callback)
+    def rng_state(self, between_episodes: bool) -> dict:
+        """The RNG state a resume restores: before the last reset at an episode boundary
+        (if the env was reset), else as it is."""
+        if between_episodes and self._before_reset is not None:
+            return self._before_reset
+        return self.env.unwrapped.np_random.bit_generator.state

@@ -1,43 +1,13 @@
-"""A population: members of one strategy trained together as one batched program.
+"""A population: members of one strategy trained together as one engine of N members.
 
-Why: a comparison of exploration strategies is as good as its seeds, and a seed run alone
-does its per-step work — acting, the env's step, the update's few hundred small operations,
-the random draws, the Python loop — for one network at a time. A population does it once
-for all members.
-
-How: the members' learning state is one :class:`~agents.ddpg.stacked_state.StackedState`
-(built once, (N, …) tensors, by :func:`build_members`); every member is a
-:class:`~agents.ddpg.agent.DDPG` front over its row — its networks, optimizers, settings,
-bonus, counters and checkpoints, as a single run's (a single run is the same front over a
-state of one) — and the population runs the step of
-:func:`agents.ddpg.step.environment_step` — the one step a single run takes too — with the
-members side by side (``docs/architecture.md``, "One environment step"): the population
-provides its phases (:class:`~agents.ddpg.step.StepPhases`); those that are a member's own
-are the agent's public ones
-(:meth:`DDPG.start_episode`, :meth:`~DDPG.check_action`, :meth:`~DDPG.checked_transition`,
-:meth:`~DDPG.record`, :meth:`~DDPG.with_bonus`, :meth:`~DDPG.end_step`), called for each
-member; the rest is done once for all:
-
-* the members' envs are one vector env (:func:`agents.common.vector_envs.make_vector_env`),
-  stepped with every member's action at once, its episodes reset within the step; their test
-  episodes are another, members × test episodes, run together (:class:`SharedTestEpisodes`);
-* the update is :func:`agents.ddpg.update.ddpg_update` vmapped over a leading member
-  dimension (one graph, one batched matrix product per layer, one optimizer step over
-  stacked tensors: every rule of ``param_explore`` is elementwise or per layer), compiled as
-  a single run's, on the stacked state (each member's tensors are views of its row);
-* each random quantity of a step is one draw for all members, from the population's one
-  generator (:func:`population_seed`): the weight noise (one ``normal_`` into the stacked ε
-  every member's ε is a view of), the action noise ((members, action dim)), the minibatch
-  indices ((members, batch), :meth:`StackedReplayBuffer.sample`); the env's resets are the
-  vector env's own draws, seeded from the members' seeds.
-
-So a member is not the single run of its seed (its random numbers come from the population's
-stream), but its update is the single run's: given the same draws and transitions, a
-member's step equals a single run's to float rounding (``tests/test_population.py``), and
-the same population command gives the same runs.
-
-Members may differ in the settings the update takes as numbers
-(:data:`agents.settings.sharing.PER_MEMBER_KEYS`); the others must be equal.
+Where the members come from and what they share: :func:`build_members` builds their learning
+state as one :class:`~agents.ddpg.stacked_state.StackedState` and a
+:class:`~agents.ddpg.agent.DDPG` front over each row (member k as the single run of its seed
+and settings would start); :func:`make_population` puts them on one vector env as an
+:class:`~agents.ddpg.engine.Engine`, which steps them together (its docstring says how,
+and what a population's member shares with a single run); their test episodes run
+together (:class:`SharedTestEpisodes`); and each member's coverage is its row of the
+population's envs (:class:`CoverageRows`).
 """
 
 from __future__ import annotations
@@ -46,436 +16,20 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import gymnasium as gym
-import numpy as np
 import torch
-from torch import Tensor
-from torch.func import functional_call, vmap
-from torch.fx.experimental.proxy_tensor import make_fx
-from torch.utils import _pytree as pytree
 
-from ..common.callbacks import Callback
 from ..common.devices import resolve_device
 from ..common.envs import make_env
-from ..common.errors import ConfigError, EnvironmentFailure
 from ..common.evaluation import test_episodes_together
 from ..common.reward_bonus import RewardBonus
 from ..common.vector_envs import make_vector_env
 from ..settings.learners import DDPGSettings
-from .agent import DDPG, Transition
-from .compiled_update import CompiledUpdate, inductor_compile
-from .execution import ChosenUpdate, Execution, acting_compiled, update_execution
-from .observations import normalized_observations
-from .replay_buffer import Batch
+from .agent import DDPG
+from .engine import Engine
 from .stacked_state import StackedState
-from .step import environment_step
 
 #: The test episodes of a member's evaluation: (agent, seed, final infos) → (mean, std).
 TestEpisodes = Callable[[DDPG, int, list], tuple[float, float]]
-
-
-class MemberFailure(Exception):
-    """A member stopped: its own error (a non-finite number, its env's failure)."""
-
-    def __init__(self, member: DDPG, error: Exception) -> None:
-        super().__init__(str(error))
-        self.member, self.error = member, error
-
-
-def population_seed(seeds: Sequence[int | None], step: int) -> int | None:
-    """The seed of a population's generator: of its members' seeds, in order, and the step
-    it starts at (a resumed population draws a stream of its own); None (fresh entropy)
-    when a member has none."""
-    if any(seed is None for seed in seeds):
-        return None
-    entropy = [int(step), len(seeds), *(int(seed) for seed in seeds)]
-    return int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0] >> 1)
-
-
-def starting_point(member: DDPG) -> tuple[int, int, int]:
-    """Where a member starts training: its step and its replay buffer's fill and position.
-    Members of one population share it (they step together); runs that resume at
-    different points form populations of their own."""
-    return member.num_timesteps, len(member.buffer), member.buffer.position
-
-
-class Population:
-    """Members of one strategy (module docstring) on one vector env of as many copies;
-    ``learn`` trains them together."""
-
-    def __init__(
-        self,
-        members: Sequence[DDPG],
-        envs: gym.vector.VectorEnv,
-        state: StackedState,
-        coverage: CoverageRows | None = None,
-    ) -> None:
-        """``envs``: the members' envs, row k member k's (SAME_STEP autoreset,
-        :mod:`agents.common.vector_envs`). ``state``: the stacked state the members are the
-        rows of, in order (:func:`build_members`). ``coverage``: the rows the members
-        report their coverage from, attached to ``envs`` here."""
-        if not members:
-            raise ConfigError("a population needs at least one member")
-        self.members = list(members)
-        if len(state) != len(self.members) or any(
-            m.learner is not learner for m, learner in zip(self.members, state.learners)
-        ):
-            raise ConfigError("a population's members are the rows of its state, in order")
-        self._check_compatible(envs)
-        self.envs = envs
-        #: The members' learning state, stacked (agents.ddpg.stacked_state).
-        self.state = state
-        self.buffer = state.buffer
-        first = self.members[0]
-        self.device = first.device
-        self.generator = torch.Generator(device=self.device)
-        seed = population_seed([m.seed for m in self.members], first.num_timesteps)
-        if seed is None:
-            self.generator.seed()
-        else:
-            self.generator.manual_seed(seed)
-        #: The members still training; a member whose own data or update failed stops.
-        self.active = list(self.members)
-        self.failures: list[MemberFailure] = []
-        self._on_failure: Callable[[DDPG, Exception], None] | None = None
-        self._failed: set[int] = set()
-        self._index = {id(m): k for k, m in enumerate(self.members)}
-        self._obs: np.ndarray | None = None  # the envs' observations, a row per member
-        #: The members' update, one graph or each member's, as agents.ddpg.execution decides.
-        self._update = ChosenUpdate(
-            self.members[0].config.compile, True, self._make_update, self._members_update
-        )
-        self._acting: CompiledActing | None = None
-        self._acting_pending = True
-        self._mean_graphs: dict[torch.Size, Callable[..., object]] = {}
-        if coverage is not None:
-            coverage.attach(envs, self.members)
-
-    # ----------------------------------------------------------------- building
-    def _check_compatible(self, envs: gym.vector.VectorEnv) -> None:
-        """Members share their spaces, device and step (their settings were checked when
-        their state was built: :meth:`StackedState.build`), and one env row each."""
-        first = self.members[0]
-        for member in self.members[1:]:
-            if member.env.observation_space.shape != first.env.observation_space.shape or (
-                member.env.action_space.shape != first.env.action_space.shape
-            ):
-                raise ConfigError("the members of a population share their env's spaces")
-            if member.device != first.device:
-                raise ConfigError("the members of a population share one device")
-            if starting_point(member) != starting_point(first):
-                raise ConfigError("the members of a population start at the same step")
-        if envs.num_envs != len(self.members):
-            raise ConfigError(
-                f"a population of {len(self.members)} members steps as many envs, "
-                f"not {envs.num_envs}"
-            )
-
-    def _make_update(self) -> CompiledUpdate | None:
-        """The members' update as one graph; None for a strategy without a traced form
-        (noisy K-FAC), whose members step one by one (:meth:`_members_update`)."""
-        if self.state.actor_state is None:
-            return None
-        return CompiledUpdate(
-            self.state.learners, stacked=self.state.graph_state, applied=self.state.count_applied
-        )
-
-    def _members_update(self, batch: Batch) -> None:
-        """Each active member's own update on its rows of ``batch``: one that raises stops
-        alone (a stopped member's update is not made)."""
-
-        def update(member: DDPG) -> None:
-            member.update(Batch(*(field[self._index[id(member)]] for field in batch)))
-
-        self._keep_active(update)
-
-    # ----------------------------------------------------------------- training
-    def learn(
-        self,
-        total_steps: int,
-        callbacks: Sequence[Callback],
-        on_failure: Callable[[DDPG, Exception], None] | None = None,
-    ) -> Population:
-        """Run ``total_steps`` more environment steps of every member, each with its own
-        callback (as :meth:`DDPG.learn`); a member whose callback says stop stops. A member
-        whose own phase fails (any exception: its data, env row, bonus, update, run) stops,
-        is handed to ``on_failure`` at once (its state as it failed), and the others go on;
-        an error of what is done once for all (the vector env, the batched update) is every
-        member's."""
-        if total_steps <= 0:
-            raise ConfigError(f"total_steps must be > 0, got {total_steps}")
-        self._on_failure = on_failure
-        self._callbacks = dict(zip(map(id, self.members), callbacks, strict=True))
-        for member in self.members:
-            self._callbacks[id(member)].on_training_start(member)
-        try:
-            for _ in range(total_steps):
-                if not self.active:
-                    break
-                environment_step(self)
-                self.active = [m for m in self.active if self._call(m, self._on_step)]
-        finally:
-            for member in self.members:
-                self._callbacks[id(member)].on_training_end(member)
-        return self
-
-    def _on_step(self, member: DDPG) -> bool:
-        return self._callbacks[id(member)].on_step(member)
-
-    def _call(self, member: DDPG, phase: Callable[..., object], *args: object) -> bool:
-        """``phase(member, *args)``; a member's own failure — any exception its phase
-        raises: its data, env row, bonus, update, disk — stops that member only (a stop
-        request is no exception: ``KeyboardInterrupt``)."""
-        try:
-            result = phase(member, *args)
-        except Exception as err:  # the member's own: it stops
-            self._fail(member, err)
-            return False
-        return result is not False
-
-    def _fail(self, member: DDPG, error: Exception) -> None:
-        """Stop ``member``: it leaves :attr:`active` at the end of the phase."""
-        self.failures.append(MemberFailure(member, error))
-        self._failed.add(id(member))
-        if self._on_failure is not None:
-            self._on_failure(member, error)
-
-    def _keep_active(self, phase: Callable[[DDPG], object]) -> None:
-        self.active = [m for m in self.active if self._call(m, phase)]
-
-    def _drop_failed(self) -> None:
-        """The members whose phase failed leave :attr:`active`."""
-        self.active = [m for m in self.active if id(m) not in self._failed]
-
-    # The phases of one environment step (agents/ddpg/step.py) for every active member:
-    # a member's own phases are the agent's public ones, called for each; the rest once.
-    @property
-    def gradient_steps(self) -> int:
-        return self.members[0].config.gradient_steps
-
-    def exploration_actions(self) -> np.ndarray:
-        """Every member's behaviour action, a row each: one acting call, one (members,
-        action) draw of the action noise; a member whose action is not finite stops."""
-        actions = self._actions()
-        if self.members[0].action_noise is not None:
-            draws = torch.randn(
-                actions.shape, generator=self.generator, dtype=torch.float64, device=self.device
-            ).cpu().numpy()  # fmt: skip
-            for member in self.active:
-                k = self._index[id(member)]
-                actions[k] = member.with_action_noise(actions[k], draws[k])
-        finite = np.isfinite(actions).reshape(len(actions), -1).all(1)
-        self._keep_active(lambda m: self._row_checked(m, finite, m.check_action, actions))
-        return actions
-
-    def step_envs(self, actions: np.ndarray) -> tuple | None:
-        """The envs' answer to every member's action (:meth:`_step_envs`), checked: a
-        member whose row is not finite stops; None when no member is left."""
-        answer = self._step_envs(actions)
-        if answer is None:
-            return None
-        next_obs, rewards, terminated, truncated, _ = answer
-        finite = np.isfinite(next_obs).reshape(len(next_obs), -1).all(1) & np.isfinite(rewards)
-        self._keep_active(
-            lambda m: self._row_checked(
-                m, finite, m.checked_transition, next_obs, rewards, terminated, truncated
-            )
-        )
-        return answer if self.active else None
-
-    def store(self, actions: np.ndarray, answer: tuple) -> dict[int, bool]:
-        """One write of every member's transition into the stacked buffer; each active
-        member's own record; whose episode ended (by the member's id)."""
-        next_obs, rewards, terminated, truncated, observations = answer
-        self.buffer.add(self._obs, actions, rewards, next_obs, terminated)
-        self._obs = observations
-        ended = {}
-
-        def record(member: DDPG) -> None:
-            k = self._index[id(member)]
-            transition = Transition(
-                next_obs[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
-            )
-            ended[id(member)] = member.record(actions[k], transition)
-
-        self._keep_active(record)  # its bonus's fit among its own
-        return ended
-
-    def updates_due(self) -> bool:
-        return bool(self.active) and self.active[0].updates_due()
-
-    def end_step(self, ended: dict[int, bool]) -> None:
-        """Each member still active ends its step (a member whose bonus failed in the
-        updates has left)."""
-        self._drop_failed()
-        self._keep_active(lambda m: m.end_step(ended[id(m)], self._callbacks[id(m)]))
-
-    def _row_checked(
-        self, member: DDPG, finite: np.ndarray, check: Callable[..., object], *rows: np.ndarray
-    ) -> None:
-        """``check`` (the member's own, which raises its error) on the member's row of
-        ``rows`` where the row is not all finite (every row is checked at once)."""
-        k = self._index[id(member)]
-        if not finite[k]:
-            check(*(row[k] for row in rows))
-
-    def start_episodes(self) -> np.ndarray:
-        """A new episode for every member whose last one ended (the envs reset it within
-        their step; the first call resets them all); which members start one."""
-        if self._obs is None:
-            self._obs = self._reset_envs()
-        starting = np.zeros(len(self.members), dtype=bool)
-
-        def start(member: DDPG) -> None:
-            if member.between_episodes:
-                k = self._index[id(member)]
-                member.start_episode(self._obs[k])
-                starting[k] = True
-
-        self._keep_active(start)
-        return starting
-
-    def _reset_envs(self) -> np.ndarray:
-        """Every env reset: from each member's seed at a run's start (its single run's first
-        episode), else from the population's stream."""
-        fresh = all(m.num_timesteps == 0 for m in self.members)
-        if fresh and all(m.seed is not None for m in self.members):
-            seeds = [m.seed for m in self.members]
-        else:
-            draw = torch.randint(2**31 - 1, (len(self.members),), generator=self.generator,
-                                 device=self.device)  # fmt: skip
-            seeds = draw.tolist()
-        try:
-            obs, _ = self.envs.reset(seed=seeds)
-        except Exception as err:  # the envs' own failure: every member's
-            raise EnvironmentFailure(
-                f"{self.members[0].env_id} raised {type(err).__name__}: {err} in reset"
-            ) from err
-        return np.array(obs)
-
-    def draw_weight_noise(self, starting: np.ndarray) -> None:
-        """New ε for every member (per step), or for those starting an episode (per
-        episode): one ``normal_`` of every member's ε from the population's generator."""
-        self.state.draw_noise(self.members[0].resample, starting, self.generator)
-
-    def _step_envs(self, actions: np.ndarray) -> tuple | None:
-        """The envs' answer to every member's action: the transitions' next observations
-        (an ended episode's last), rewards, terminations, truncations, and the
-        observations the next step acts on (an ended episode's successor's first)."""
-        stopped = [k for k, m in enumerate(self.members) if m not in self.active]
-        if stopped:  # a stopped member's env steps on: with an action of its space
-            space = self.envs.single_action_space
-            actions = actions.copy()
-            actions[stopped] = np.clip(0.0, space.low, space.high)
-        if not self.active:
-            return None
-        try:
-            obs, rewards, terminated, truncated, infos = self.envs.step(actions)
-        except Exception as err:  # the envs' own failure: every member stops
-            step = self.active[0].num_timesteps + 1
-            error = EnvironmentFailure(
-                f"{self.members[0].env_id} raised {type(err).__name__}: {err} at step {step}"
-            )
-            for member in self.active:
-                self._fail(member, error)
-            self.active = []
-            return None
-        next_obs = np.array(obs)
-        for k in np.flatnonzero(infos.get("_final_obs", ())):
-            next_obs[k] = infos["final_obs"][k]
-        return next_obs, rewards, terminated, truncated, np.array(obs)
-
-    def _actions(self) -> np.ndarray:
-        """Every member's policy action (before action noise), a row per member: one
-        batched graph of all members' θ and actor when the update is compiled, else each
-        member's own ``predict`` (a stopped member's row is zeros)."""
-        acting = self._acting_graph()
-        if acting is not None:
-            obs = torch.as_tensor(self._obs, dtype=torch.float32, device=self.device)
-            return acting(obs).cpu().numpy()
-        actions = np.zeros((len(self.members), *self.envs.single_action_space.shape),
-                           dtype=np.float32)  # fmt: skip
-
-        def act(member: DDPG) -> None:
-            k = self._index[id(member)]
-            actions[k] = member.predict(self._obs[k], deterministic=False)
-
-        self._keep_active(act)
-        return actions
-
-    def train_step(self) -> None:
-        """One update of every member: one draw of every member's minibatch indices, each
-        member's bonus on its own rows, one batched update."""
-        batch = self.buffer.sample(self.members[0].config.batch_size, self.generator)
-        self.update(self.with_bonuses(batch))
-
-    def update(self, batch: Batch) -> None:
-        """One update of every member on its rows of ``batch`` (members, batch, …): the
-        single run's update (:meth:`DDPG.update`), vmapped over the members."""
-        if self._update(batch) is Execution.EAGER:  # each member counted its own
-            return
-        for member in self.members:
-            member.num_updates += 1
-
-    def with_bonuses(self, batch: Batch) -> Batch:
-        """``batch`` with each active member's bonus on its rows' rewards
-        (:meth:`DDPG.with_bonus`); a member whose bonus fails stops."""
-        if self.members[0].bonus is None:
-            return batch
-        rewards = batch.rewards.clone()
-
-        def scored(member: DDPG) -> None:
-            k = self._index[id(member)]
-            rows = Batch(*(field[k] for field in batch))
-            rewards[k] = member.with_bonus(rows).rewards
-
-        for member in self.active:
-            self._call(member, scored)
-        return batch._replace(rewards=rewards)
-
-    @torch.no_grad()
-    def mean_actions(self, obs: np.ndarray) -> np.ndarray:
-        """Every member's action at its mean μ for its rows of ``obs`` (members, rows, obs
-        dim): the actor vmapped over the stacked weights, as one graph per shape of
-        ``obs`` (traced once; compiled when the members' update is)."""
-        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        state = self.state
-        inputs = [*state.params["actor"].values(), *state.actor_buffers.values(),
-                  *state.obs_moments]  # fmt: skip
-        inputs.append(obs_t)
-        graph = self._mean_graphs.get(obs_t.shape)
-        if graph is None:
-            names = [*state.params["actor"], *state.actor_buffers]
-            actor = self.members[0].actor
-
-            def act(*flat: Tensor) -> Tensor:
-                weights = dict(zip(names, flat[: len(names)], strict=True))
-                moments, member_obs = flat[len(names) : -1], flat[-1]
-                if moments:  # the networks see normalised observations
-                    member_obs = normalized_observations(member_obs, *moments)
-                return functional_call(actor, weights, (member_obs,))
-
-            execution = update_execution(self.members[0].config.compile, stacked=True)
-            graph = _batched_graph(act, inputs, execution is Execution.COMPILED)
-            self._mean_graphs[obs_t.shape] = graph
-        return _output(graph(*inputs)).cpu().numpy()
-
-    def _acting_graph(self) -> Callable[[Tensor], Tensor] | None:
-        """Every member's action at its θ as one compiled graph, for a compiled population
-        of a strategy that acts at its training point; None otherwise (each member acts)."""
-        if self._acting is not None or not self._acting_pending:
-            return self._acting
-        self._acting_pending = False
-        first = self.members[0]
-        optimizer = first.actor_optimizer
-        if (
-            not acting_compiled(
-                first.config.compile, optimizer.explores, optimizer.gradient_at_sample
-            )
-            or self._update.built() is None
-        ):
-            return None
-        self._acting = CompiledActing(self)
-        return self._acting
 
 
 class SharedTestEpisodes:
@@ -487,7 +41,7 @@ class SharedTestEpisodes:
 
     def __init__(
         self,
-        population: Population,
+        population: Engine,
         make_envs: Callable[[int], gym.vector.VectorEnv],
         episodes: int,
     ) -> None:
@@ -526,59 +80,6 @@ class SharedTestEpisodes:
         )
         self._results = {id(m): r for m, r in zip(members, results, strict=True)}
         self._step = step
-
-
-class CompiledActing:
-    """Every member's policy action at its sample θ = μ + σ⊙ε (its training point), as one
-    graph vmapped over the members and compiled: σ from the strategy's one formula."""
-
-    def __init__(self, population: Population) -> None:
-        self._population = population
-        first = population.members[0]
-        self._step = first.actor_optimizer.traceable_step()
-        self._actor = first.actor
-        state = population.state.graph_state()
-        self._inputs = [*state.actor, *pytree.tree_leaves(state.actor_state), *state.obs_moments]
-        self._buffers = state.actor_buffers
-        self._spec = pytree.tree_structure(
-            (state.actor, state.actor_state, state.obs_moments, state.actor_buffers)
-        )
-        self._compiled: Callable[..., Tensor] | None = None
-
-    def _act(self, *flat: Tensor) -> Tensor:
-        *leaves, coefficients, obs = flat
-        actor, state, moments, buffers = pytree.tree_unflatten(leaves, self._spec)
-        if moments:  # the networks see normalised observations
-            obs = normalized_observations(obs, *moments)
-        layout = self._population._update.graph.coefficient_layout("actor")
-        c = pytree.tree_unflatten(list(coefficients.unbind()), layout)
-        with torch.no_grad():
-            theta = self._step.training_point(actor, state, c)
-            weights = {**dict(zip(self._step.names, theta, strict=True)), **buffers}
-            return functional_call(self._actor, weights, (obs,))
-
-    @torch.no_grad()
-    def __call__(self, obs: Tensor) -> Tensor:
-        coefficients = self._population._update.graph.coefficients("actor")
-        inputs = [*self._inputs, *self._buffers.values(), coefficients, obs]
-        if self._compiled is None:
-            self._compiled = _batched_graph(self._act, inputs, compile=True)
-        return _output(self._compiled(*inputs))
-
-
-def _batched_graph(
-    function: Callable[..., Tensor], inputs: list[Tensor], compile: bool
-) -> Callable[..., object]:
-    """``function`` of one member vmapped over the members' leading dimension of
-    ``inputs``, traced once into a graph of batched ops (no per-call vmap overhead), and
-    compiled by TorchInductor if ``compile``."""
-    graph = make_fx(vmap(function), tracing_mode="fake")(*inputs)
-    return inductor_compile(graph, inputs) if compile else graph
-
-
-def _output(result: object) -> Tensor:
-    """A traced graph's one output (a compiled graph returns it in a list)."""
-    return result[0] if isinstance(result, (list, tuple)) else result
 
 
 class CoverageRows:
@@ -667,10 +168,10 @@ def make_population(
     seeds: Sequence[int | None],
     device: str | torch.device = "auto",
     bonuses: Sequence[RewardBonus | None] | None = None,
-) -> Population:
+) -> Engine:
     """A population of members on the env of id ``env`` (member k with ``configs[k]``, seed
     ``seeds[k]`` and bonus), its envs :func:`~agents.common.vector_envs.make_vector_env`'s."""
     members = build_members([make_env(env) for _ in seeds], configs, seeds, device, bonuses)
-    return Population(
-        members.agents, make_vector_env(env, len(seeds)), members.state, members.coverage
-    )
+    envs = make_vector_env(env, len(seeds))
+    members.coverage.attach(envs, members.agents)
+    return Engine(members.agents, envs, members.state)

@@ -139,6 +139,9 @@ class StackedReplayBuffer:
             for i in range(count)
         ]
         self._offsets = torch.arange(0, count * capacity, capacity, device=self.device)
+        #: Each field's rows of every member as one (members × capacity, …) view, gathered
+        #: from by one ``index_select``.
+        self._flat = {name: field.flatten(0, 1) for name, field in storage.items()}
 
     @classmethod
     def of(cls, buffers: list[ReplayBuffer]) -> StackedReplayBuffer:
@@ -171,7 +174,7 @@ class StackedReplayBuffer:
         i = self.position
         values = (obs, actions, rewards, next_obs, terminated)
         for name, value in zip(ReplayBuffer.fields, values, strict=True):
-            self.storage[name][:, i] = torch.as_tensor(np.asarray(value, dtype=np.float32))
+            self.storage[name][:, i] = torch.from_numpy(np.asarray(value, dtype=np.float32))
         for buffer in self.members:
             buffer.position = (i + 1) % self.capacity
             buffer.size = min(buffer.size + 1, self.capacity)
@@ -182,8 +185,13 @@ class StackedReplayBuffer:
         count = len(self.members)
         index = torch.randint(len(self), (count, batch_size), generator=generator,
                               device=self.device)  # fmt: skip
-        flat = (index + self._offsets[:, None]).reshape(-1)
+        if count == 1:  # its rows are the flat view's first ones
+            return Batch(*(
+                self._flat[name].index_select(0, index[0]).unsqueeze(0)
+                for name in ReplayBuffer.fields
+            ))  # fmt: skip
+        flat = (index + self._offsets[:, None]).view(-1)
         return Batch(*(
-            self.storage[name].flatten(0, 1).index_select(0, flat).unflatten(0, index.shape)
+            self._flat[name].index_select(0, flat).view(*index.shape, *self._flat[name].shape[1:])
             for name in ReplayBuffer.fields
         ))  # fmt: skip

@@ -33,7 +33,7 @@ from torch import Tensor
 import param_explore
 from param_explore.adam_rule import adam_traceable_step
 
-from ..common.noise_redraw import redrawn
+from ..common.noise_redraw import redrawn, redrawn_every_step
 from ..settings.learners import DDPGSettings
 from ..settings.memory import check_learners
 from ..settings.sharing import check_members_share
@@ -106,8 +106,8 @@ class StackedState:
         self.buffer = buffer
         self.device = self.learners[0].loss_sums.device
         optimizers = [learner.actor_optimizer for learner in self.learners]
-        #: Every member's ε of its perturbed weights, flat (one draw fills it), and its
-        #: blocks: each perturbed parameter's ε of every member, (members, …).
+        #: Every member's ε of its perturbed weights, flat, and its blocks: each perturbed
+        #: parameter's ε of every member, (members, …), in the parameters' order.
         self.noise, self.noise_stacks = _stack_noise(optimizers)
         modules = ("actor", "critic", "target_actor", "target_critic")
         self.params = {
@@ -192,33 +192,33 @@ class StackedState:
             self.applied,
         )
 
-    @torch.no_grad()
     def draw_noise(
         self, resample: str, starting: np.ndarray, generator: torch.Generator
     ) -> list[int]:
         """New ε for every member (per step), or for the members ``starting`` an episode
-        (per episode, ``resample``): one ``normal_`` from ``generator``; the rows drawn
-        (whose strategies then derive what they derive from ε: ``noise_changed``)."""
+        (per episode, ``resample``), from ``generator``: one ``normal_`` per parameter of
+        every member's (members, …) block, in the parameters' order — for one member the
+        very draws of its optimizer's ``resample_noise``. The rows drawn (whose strategies
+        then derive what they derive from ε: ``noise_changed``)."""
         if self.noise is None:
             return []
-        redraw = redrawn(resample, starting)
-        if redraw.all():
-            self.noise.normal_(generator=generator)
-        elif redraw.any():  # the others keep their episode's ε (and what derives from it)
-            fresh = torch.empty_like(self.noise).normal_(generator=generator)
-            starts = torch.as_tensor(redraw, device=self.device)
-            offset = 0
+        redraw = None if redrawn_every_step(resample) else redrawn(resample, starting)
+        if redraw is None or redraw.all():  # ε requires no gradient: drawn as it is
             for stack in self.noise_stacks.values():
-                drawn = fresh[offset : offset + stack.numel()].view_as(stack)
+                stack.normal_(generator=generator)
+            rows = range(len(self.learners))
+        elif redraw.any():  # the others keep their episode's ε (and what derives from it)
+            starts = torch.as_tensor(redraw, device=self.device)
+            for stack in self.noise_stacks.values():
+                drawn = torch.empty_like(stack).normal_(generator=generator)
                 mask = starts.view(-1, *[1] * (stack.dim() - 1))
                 stack.copy_(torch.where(mask, drawn, stack))
-                offset += stack.numel()
+            rows = np.flatnonzero(redraw).tolist()
         else:
             return []
-        rows = np.flatnonzero(redraw).tolist()
         for k in rows:
             self.learners[k].actor_optimizer.noise_changed()
-        return rows
+        return list(rows)
 
     def count_applied(self, applied: np.ndarray) -> None:
         """Count every member's applied steps and skipped updates (one op per optimizer).
@@ -257,8 +257,8 @@ def load_in_place(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> No
 def _stack_noise(
     optimizers: Sequence[param_explore.WeightSampling],
 ) -> tuple[Tensor | None, dict[int, Tensor]]:
-    """Every member's ε of its perturbed weights in one flat tensor, which one ``normal_``
-    fills, and for each perturbed parameter (by index) the (members, …) stack of its ε, a
+    """Every member's ε of its perturbed weights in one flat tensor, and for each perturbed
+    parameter (by index, in order) the (members, …) stack of its ε, a
     contiguous block of it; each member's ε (its optimizer's state) is a view of its row
     of the block. None for a noise-free strategy. ε is zero until the first draw."""
     first = optimizers[0]

@@ -1,14 +1,13 @@
 """One environment step of DDPG, written once for one member or many.
 
-Why: a single run and a population (:mod:`agents.ddpg.population`) take the same step — a
-new episode where one ended, new weight noise, acting, the env's answer, storing it, the
-updates when due, the step's end — and differ only in how many members each phase serves
-and where its random numbers come from. The order of the phases, which of them may stop the
-step, and where a stop request is honoured are therefore written here once;
-:class:`StepPhases` is what a driver provides: :class:`~agents.ddpg.agent.DDPG` for itself
-(one member, its own env and generator) and :class:`~agents.ddpg.population.Population`
-for its members (a row each, one vector env, one generator). ``docs/architecture.md``,
-"One environment step", draws the flow.
+Why: a single run and a population take the same step — a new episode where one ended, new
+weight noise, acting, the env's answer, storing it, the updates when due, the step's end —
+and differ only in how many members each phase serves and where its random numbers come
+from. The order of the phases, which of them may stop the step, and where a stop request is
+honoured are therefore written here once; :class:`StepPhases` is what the driver provides:
+:class:`~agents.ddpg.engine.Engine`, for one member (a single run) or many (a row each, one
+vector env, one generator). ``docs/architecture.md``, "One environment step", draws the
+flow.
 """
 
 from __future__ import annotations

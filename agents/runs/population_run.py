@@ -27,13 +27,8 @@ from ..common.envs import episode_limit
 from ..common.errors import ConfigError
 from ..common.memory_budget import available_memory
 from ..common.vector_envs import make_vector_env
-from ..ddpg.population import (
-    Members,
-    Population,
-    SharedTestEpisodes,
-    build_members,
-    starting_point,
-)
+from ..ddpg.engine import Engine, starting_point
+from ..ddpg.population import Members, SharedTestEpisodes, build_members
 from ..settings import RunSettings
 from ..settings.memory import members_that_fit
 from ..settings.sharing import check_population
@@ -160,7 +155,9 @@ def _train_group(
     state = built.state
     if members != built.agents:
         state = state.regrouped([built.agents.index(member) for member in members])
-    population = Population(members, _vector_env(first, len(group)), state, built.coverage)
+    envs = _vector_env(first, len(group))
+    built.coverage.attach(envs, members)
+    population = Engine(members, envs, state)
     tests = SharedTestEpisodes(
         population, lambda copies: _vector_env(first, copies), first.eval_episodes
     )

@@ -4,7 +4,7 @@ population of runs and a population's members alike.
 Why one place: a grid groups runs into populations (:func:`agents.runs.grid.plan_tasks`),
 a population of runs refuses a group it cannot train (:func:`~agents.runs.population_run.
 train_population`), and a population refuses members that differ
-(:class:`agents.ddpg.population.Population`); were each to decide, a grid could plan a
+(:meth:`agents.ddpg.stacked_state.StackedState.build`); were each to decide, a grid could plan a
 population its runner refuses. The rule: members stack their tensors and step on one
 schedule, so they share every setting but those the update takes as numbers
 (:data:`PER_MEMBER_KEYS`), their seed and their variant's label; and only the native DDPG's
