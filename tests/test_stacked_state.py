@@ -10,6 +10,7 @@ regrouped stack holds its members' values and is what they view afterwards.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -17,6 +18,7 @@ from agents.common.callbacks import Callback
 from agents.common.envs import make_env
 from agents.common.errors import ConfigError
 from agents.ddpg import DDPG
+from agents.ddpg.observations import StackedObservationStatistics
 from agents.ddpg.population import build_members, make_population
 from agents.ddpg.stacked_state import StackedState, load_in_place
 from agents.settings import DDPGSettings
@@ -215,3 +217,31 @@ def test_settings_that_cannot_share_a_stack_are_refused_before_anything_is_alloc
             [settings(buffer_size=10**12)], [0], env.observation_space, env.action_space,
             torch.device("cpu"),
         )  # fmt: skip
+
+
+def test_stacked_observation_statistics_are_each_members_running_statistics():
+    """One update of every member's observation (or of some members') gives each row the
+    statistics of baselines' RunningMeanStd over that member's observations alone, computed
+    here from the formula: float64 sums from a prior count and Σx² of 0.01, mean and std in
+    float32, std ≥ 0.1."""
+    rng = np.random.default_rng(0)
+    stack = StackedObservationStatistics(3, 2)
+    seen = [[], [], []]
+    for t in range(20):
+        obs = rng.normal(3.0, 2.0, size=(3, 2))
+        rows = None if t % 3 else np.array([True, False, t % 2 == 0])
+        stack.update(obs, rows)
+        for k in range(3):
+            if rows is None or rows[k]:
+                seen[k].append(obs[k])
+    for k, observations in enumerate(seen):
+        x = np.array(observations)
+        count = 0.01 + len(x)
+        mean = (x.sum(0) / count).astype(np.float32)
+        variance = ((0.01 + np.square(x).sum(0)) / count).astype(np.float32) - np.square(mean)
+        std = np.sqrt(np.maximum(variance, np.float32(0.01)))
+        np.testing.assert_array_equal(stack.mean[k].numpy(), mean)
+        np.testing.assert_array_equal(stack.std[k].numpy(), std)
+        row = stack.row(k)
+        assert float(row.state_dict()["count"]) == pytest.approx(count, rel=1e-12)
+        assert row.mean.data_ptr() == stack.mean[k].data_ptr()

@@ -63,6 +63,7 @@ from ..settings.learners import DDPGSettings
 from .compiled_update import CompiledUpdate
 from .engine import Engine, Transition
 from .execution import ChosenUpdate
+from .observations import ObservationStatistics
 from .replay_buffer import Batch, ReplayBuffer
 from .stacked_state import StackedState, load_in_place
 from .update import EagerUpdate
@@ -147,8 +148,6 @@ class DDPG:
             learner.actor_optimizer,
             learner.critic_optimizer,
         )
-        #: The running statistics the networks' observations are normalised by, or None.
-        self.obs_statistics = learner.obs_statistics
         self.buffer: ReplayBuffer = stack.buffer.members[row]
         #: When new weight noise is drawn (the strategy's choice unless the settings say).
         self.resample = cfg.strategy.resample
@@ -195,6 +194,12 @@ class DDPG:
             if strategy.noise is None
             else strategy.noise(action_dim, generator=self.generator, **strategy.action_noise)
         )
+
+    @property
+    def obs_statistics(self) -> ObservationStatistics | None:
+        """The running statistics the networks' observations are normalised by (its row of
+        the stacked state's), or None."""
+        return self.learner.obs_statistics
 
     # ----------------------------------------------------------------- acting
     def _network_input(self, obs: np.ndarray | Tensor) -> Tensor:
@@ -270,11 +275,10 @@ class DDPG:
         return Transition(next_obs, float(reward), bool(terminated), bool(truncated))
 
     def record(self, action: np.ndarray, transition: Transition) -> bool:
-        """After the transition is stored: the observation statistics, the bonus's pool,
-        the counters; whether the episode ended."""
+        """After the transition is stored (and its s counted in the observation statistics,
+        by the engine for every member at once): the bonus's pool, the counters; whether
+        the episode ended."""
         next_obs, reward, terminated, truncated = transition
-        if self.obs_statistics is not None:  # s of the stored transition (baselines l.277)
-            self.obs_statistics.update(self._obs)
         if self.bonus is not None:
             self.bonus.add(self._obs, action, next_obs)
             if self.bonus.due():
@@ -369,8 +373,13 @@ class DDPG:
         self.num_updates += 1
 
     def _chosen_update(self, compile: bool) -> ChosenUpdate:
+        """Its update; compiled, it counts its applied steps and skips on its stack of one,
+        one op per optimizer (its step counts are views of the stack's)."""
         return ChosenUpdate(
-            compile, False, lambda: CompiledUpdate(self.learner), EagerUpdate(self.learner)
+            compile,
+            False,
+            lambda: CompiledUpdate(self.learner, applied=self._stack.count_applied),
+            EagerUpdate(self.learner),
         )
 
     @property

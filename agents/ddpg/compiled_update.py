@@ -162,9 +162,11 @@ class CompiledUpdate:
         applied: Callable[[np.ndarray], None] | None = None,
     ) -> None:
         """``learner``: one learner; or a population's members with ``stacked``, which gives
-        their stacked :class:`GraphState` (again after a member's state was replaced), and
+        their stacked :class:`GraphState` (again after a member's state was replaced).
         ``applied``, told after every update which member's critic and actor steps were
-        applied (a (members, 2) array): it counts the steps and skips, all members at once."""
+        applied (a (members, 2) array), counts the steps and skips, all members at once (a
+        learner's stacked state, :meth:`StackedState.count_applied`); without it, one
+        learner's are counted here, parameter by parameter."""
         self._learners = [learner] if isinstance(learner, UpdateState) else list(learner)
         self._stacked = stacked
         self._on_applied = applied

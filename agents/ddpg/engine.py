@@ -336,10 +336,13 @@ class Engine:
         return answer if self.active else None
 
     def store(self, actions: np.ndarray, answer: tuple) -> dict[int, bool]:
-        """One write of every member's transition into the stacked buffer; each active
+        """One write of every member's transition into the stacked buffer, one update of
+        the active members' observation statistics with its s (baselines l.277); each active
         member's own record; whose episode ended (by the member's id)."""
         next_obs, rewards, terminated, truncated, observations = answer
         self.buffer.add(self._obs, actions, rewards, next_obs, terminated)
+        everyone = len(self.active) == len(self.members)
+        self.state.update_observations(self._obs, None if everyone else self._active_rows())
         self._obs = observations
         ended = {}
 
@@ -352,6 +355,12 @@ class Engine:
 
         self._keep_active(record)  # its bonus's fit among its own
         return ended
+
+    def _active_rows(self) -> np.ndarray:
+        """Whether each member is still active."""
+        rows = np.zeros(len(self.members), dtype=bool)
+        rows[[self._index[id(m)] for m in self.active]] = True
+        return rows
 
     def updates_due(self) -> bool:
         return bool(self.active) and self.active[0].updates_due()

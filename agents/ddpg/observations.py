@@ -37,20 +37,26 @@ def normalized_observations(obs: Tensor, mean: Tensor, std: Tensor) -> Tensor:
 
 
 class ObservationStatistics:
-    """Running mean and std of the observations stored, on the host in float64.
+    """Running mean and std of the observations one member stored, on the host in float64:
+    its row of a :class:`StackedObservationStatistics` (a stack of one for a learner on its
+    own, :meth:`alone`).
 
     ``mean`` and ``std`` are float32 tensors on the training device, updated in place by
     :meth:`update`: the compiled update reads them as inputs of its graph, so they keep
     their identity for the agent's lifetime (loading a checkpoint copies into them too).
     """
 
-    def __init__(self, obs_dim: int, device: torch.device | str = "cpu") -> None:
-        self.sum = np.zeros(obs_dim, dtype=np.float64)
-        self.sumsq = np.full(obs_dim, PRIOR_COUNT, dtype=np.float64)
-        self.count = PRIOR_COUNT
-        self.mean = torch.zeros(obs_dim, dtype=torch.float32, device=device)
-        self.std = torch.ones(obs_dim, dtype=torch.float32, device=device)
-        self._publish()
+    def __init__(self, stack: StackedObservationStatistics, row: int) -> None:
+        self._stack, self._row = stack, row
+        # views of the stack's row: numpy's and torch's, written in place
+        self.sum, self.sumsq = stack.sum[row], stack.sumsq[row]
+        self.count = stack.count[row, ...]
+        self.mean, self.std = stack.mean[row], stack.std[row]
+
+    @classmethod
+    def alone(cls, obs_dim: int, device: torch.device | str = "cpu") -> ObservationStatistics:
+        """The statistics of a learner on its own: a stack of one."""
+        return StackedObservationStatistics(1, obs_dim, device).row(0)
 
     def update(self, obs: np.ndarray) -> None:
         """Add one observation (or a batch of them, one per row)."""
@@ -58,15 +64,7 @@ class ObservationStatistics:
         self.sum += x.sum(axis=0)
         self.sumsq += np.square(x).sum(axis=0)
         self.count += len(x)
-        self._publish()
-
-    def _publish(self) -> None:
-        """mean and std from the sums, in float32 as ``RunningMeanStd`` computes them."""
-        mean = (self.sum / self.count).astype(np.float32)
-        variance = (self.sumsq / self.count).astype(np.float32) - np.square(mean)
-        std = np.sqrt(np.maximum(variance, np.float32(MIN_VARIANCE)))
-        self.mean.copy_(torch.from_numpy(mean))
-        self.std.copy_(torch.from_numpy(std))
+        self._stack.publish([self._row])
 
     def normalize(self, obs: Tensor) -> Tensor:
         """``obs`` as the networks see it."""
@@ -77,7 +75,7 @@ class ObservationStatistics:
         return {
             "sum": torch.from_numpy(self.sum.copy()),
             "sumsq": torch.from_numpy(self.sumsq.copy()),
-            "count": torch.tensor(self.count, dtype=torch.float64),
+            "count": torch.tensor(float(self.count), dtype=torch.float64),
         }
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
@@ -85,6 +83,58 @@ class ObservationStatistics:
         if any(x.shape != self.sum.shape for x in sums):
             shape = sums[0].shape
             raise ValueError(f"observation statistics of shape {shape}, not {self.sum.shape}")
-        self.sum, self.sumsq = (x.copy() for x in sums)
-        self.count = float(state["count"])
-        self._publish()
+        self.sum[...], self.sumsq[...] = sums
+        self.count[...] = float(state["count"])
+        self._stack.publish([self._row])
+
+
+class StackedObservationStatistics:
+    """The observation statistics of N members as (N, obs dim) arrays, updated with every
+    member's observation of a step at once (one pass over the stack, not one per member).
+    Its rows (:meth:`row`) are the members' :class:`ObservationStatistics`; ``mean`` and ``std``
+    (N, obs dim) are what a population's batched update and acting read."""
+
+    def __init__(self, members: int, obs_dim: int, device: torch.device | str = "cpu") -> None:
+        self.sum = np.zeros((members, obs_dim), dtype=np.float64)
+        self.sumsq = np.full((members, obs_dim), PRIOR_COUNT, dtype=np.float64)
+        self.count = np.full(members, PRIOR_COUNT, dtype=np.float64)
+        self.mean = torch.zeros((members, obs_dim), dtype=torch.float32, device=device)
+        self.std = torch.ones((members, obs_dim), dtype=torch.float32, device=device)
+        self.publish()
+
+    def row(self, k: int) -> ObservationStatistics:
+        """Member ``k``'s statistics: views of its row."""
+        return ObservationStatistics(self, k)
+
+    def update(self, obs: np.ndarray, rows: np.ndarray | None = None) -> None:
+        """Add each member's observation (``obs``: a row per member), of the members whose
+        ``rows`` are True only if given."""
+        x = np.asarray(obs, dtype=np.float64).reshape(self.sum.shape)
+        if rows is None:
+            self.sum += x
+            self.sumsq += np.square(x)
+            self.count += 1
+            self.publish()
+            return
+        self.sum[rows] += x[rows]
+        self.sumsq[rows] += np.square(x[rows])
+        self.count[rows] += 1
+        self.publish(np.flatnonzero(rows))
+
+    def publish(self, rows: list[int] | np.ndarray | None = None) -> None:
+        """mean and std from the sums (of ``rows``, or every row), in float32 as
+        ``RunningMeanStd`` computes them, row by row."""
+        if rows is not None and len(rows) == len(self.count):
+            rows = None
+        index = slice(None) if rows is None else rows
+        count = self.count[index][..., None]
+        mean = (self.sum[index] / count).astype(np.float32)
+        variance = (self.sumsq[index] / count).astype(np.float32) - np.square(mean)
+        std = np.sqrt(np.maximum(variance, np.float32(MIN_VARIANCE)))
+        if rows is None:
+            self.mean.copy_(torch.from_numpy(mean))
+            self.std.copy_(torch.from_numpy(std))
+            return
+        where = torch.as_tensor(np.asarray(rows), device=self.mean.device)
+        self.mean.index_copy_(0, where, torch.from_numpy(mean).to(self.mean.device))
+        self.std.index_copy_(0, where, torch.from_numpy(std).to(self.std.device))

@@ -39,17 +39,21 @@ from ..settings.memory import check_learners
 from ..settings.sharing import check_members_share
 from .compiled_update import GraphState
 from .networks import Actor, Critic
-from .observations import ObservationStatistics
+from .observations import ObservationStatistics, StackedObservationStatistics
 from .replay_buffer import ReplayBuffer, StackedReplayBuffer
 from .update import UpdateSettings, UpdateState
 
 
 def build_learner(
-    config: DDPGSettings, obs_dim: int, action_space: gym.spaces.Box, device: torch.device
+    config: DDPGSettings,
+    obs_dim: int,
+    action_space: gym.spaces.Box,
+    device: torch.device,
+    obs_statistics: ObservationStatistics | None,
 ) -> UpdateState:
     """One member's networks (from the global torch RNG, seeded already), their targets,
     optimizers (the strategy's for the actor, torch's fused Adam for the critic, matched to
-    a checkpoint's state by name), observation statistics and the update's counters."""
+    a checkpoint's state by name), the update's counters, on its observation statistics."""
     actor = Actor(
         obs_dim,
         action_space.low,
@@ -89,9 +93,7 @@ def build_learner(
         # kept on the device: reading them every update would force a host sync
         loss_sums=torch.zeros(3, device=device),
         skipped=torch.zeros((), device=device),
-        obs_statistics=(
-            ObservationStatistics(obs_dim, device) if config.normalize_observations else None
-        ),
+        obs_statistics=obs_statistics,
     )
 
 
@@ -99,11 +101,19 @@ class StackedState:
     """N members' learning state as (N, …) tensors (module docstring); :attr:`learners`
     are the members' rows, whose tensors are views of it."""
 
-    def __init__(self, learners: Sequence[UpdateState], buffer: StackedReplayBuffer) -> None:
-        """Stack ``learners``' tensors (their replay buffers are ``buffer``'s rows); each
-        learner's become views of its row. Used by :meth:`build` and :meth:`regrouped`."""
+    def __init__(
+        self,
+        learners: Sequence[UpdateState],
+        buffer: StackedReplayBuffer,
+        obs_statistics: StackedObservationStatistics | None,
+    ) -> None:
+        """Stack ``learners``' tensors (their replay buffers are ``buffer``'s rows, their
+        observation statistics ``obs_statistics``'s); each learner's become views of its
+        row. Used by :meth:`build` and :meth:`regrouped`."""
         self.learners = list(learners)
         self.buffer = buffer
+        #: The members' observation statistics, (N, obs dim), or None.
+        self.obs_statistics = obs_statistics
         self.device = self.learners[0].loss_sums.device
         optimizers = [learner.actor_optimizer for learner in self.learners]
         #: Every member's ε of its perturbed weights, flat, and its blocks: each perturbed
@@ -126,11 +136,8 @@ class StackedState:
             self.actor_state = _stack_state(actor_steps, {"noise": self.noise_stacks})
             self.step_counts["actor"] = _stack_step_counts(actor_steps)
         self.loss_sums = _stack_into(self.learners, "loss_sums")
-        statistics = [learner.obs_statistics for learner in self.learners]
         self.obs_moments = (
-            []
-            if statistics[0] is None
-            else [_stack_into(statistics, "mean"), _stack_into(statistics, "std")]
+            [] if obs_statistics is None else [obs_statistics.mean, obs_statistics.std]
         )
         self.skipped = _stack_into(self.learners, "skipped")
         #: Whether each member's critic and actor steps were applied in the last batched
@@ -156,18 +163,34 @@ class StackedState:
         buffer = ReplayBuffer.stacked(
             len(configs), configs[0].buffer_size, obs_dim, action_dim, device=device
         )
+        statistics = (
+            StackedObservationStatistics(len(configs), obs_dim, device)
+            if configs[0].normalize_observations
+            else None
+        )
         learners = []
-        for config, seed in zip(configs, seeds, strict=True):
+        for k, (config, seed) in enumerate(zip(configs, seeds, strict=True)):
             if seed is not None:
                 torch.manual_seed(seed)
-            learners.append(build_learner(config, obs_dim, action_space, device))
-        return cls(learners, buffer)
+            rows = None if statistics is None else statistics.row(k)
+            learners.append(build_learner(config, obs_dim, action_space, device, rows))
+        return cls(learners, buffer, statistics)
 
     def regrouped(self, rows: Sequence[int]) -> StackedState:
         """The members of ``rows`` alone, in a stack of their own (a copy): members that
         resume at another step than the others train as a population of their own."""
         buffer = StackedReplayBuffer.of([self.buffer.members[k] for k in rows])
-        return StackedState([self.learners[k] for k in rows], buffer)
+        learners = [self.learners[k] for k in rows]
+        statistics = None
+        old = self.obs_statistics
+        if old is not None:
+            statistics = StackedObservationStatistics(len(rows), old.sum.shape[1], self.device)
+            for name in ("sum", "sumsq", "count"):
+                getattr(statistics, name)[...] = getattr(old, name)[list(rows)]
+            statistics.publish()
+            for row, learner in enumerate(learners):
+                learner.obs_statistics = statistics.row(row)
+        return StackedState(learners, buffer, statistics)
 
     def __len__(self) -> int:
         return len(self.learners)
@@ -219,6 +242,12 @@ class StackedState:
         for k in rows:
             self.learners[k].actor_optimizer.noise_changed()
         return list(rows)
+
+    def update_observations(self, obs: np.ndarray, rows: np.ndarray | None = None) -> None:
+        """Every member's observation of this step (a row each) into its statistics, of the
+        members whose ``rows`` are True only if given; nothing without statistics."""
+        if self.obs_statistics is not None:
+            self.obs_statistics.update(obs, rows)
 
     def count_applied(self, applied: np.ndarray) -> None:
         """Count every member's applied steps and skipped updates (one op per optimizer).
