@@ -78,10 +78,16 @@ def alive(pid: int) -> bool:
 
 
 def kill_the_worker_of(run_dir: Path, proc: subprocess.Popen) -> tuple[int, str, str]:
-    """kill -9 of the process training ``run_dir`` once it has a checkpoint; then the grid
-    ``proc``'s end: the killed PID, its stdout and stderr."""
+    """kill -9 of the process training ``run_dir`` once it has a checkpoint and its event
+    file (a new run checkpoints its step 0 before its first scalar creates the file); then
+    the grid ``proc``'s end: the killed PID, its stdout and stderr."""
     try:
-        wait_for(lambda: (run_dir / "checkpoints" / "latest.pt").exists())
+        wait_for(
+            lambda: (
+                (run_dir / "checkpoints" / "latest.pt").exists()
+                and any(run_dir.glob("events.out.tfevents.*"))
+            )
+        )
         killed = lock_holder(run_dir)
         os.kill(killed, signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=300)
