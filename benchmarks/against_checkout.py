@@ -11,8 +11,10 @@ DIR COMMIT``), each command in a fresh process whose imports come from its tree
 - ``single``: a single run's steady env steps per second, one torch thread, learning on,
   evaluation off, after a warm-up that compiles (``DDPG.learn``; the best of ``--rounds``
   rounds): HalfCheetah-v4 with Khan et al.'s 400-300 networks (``adam-plain`` and ``vadam``,
-  compiled) and SparseMountainCar-v0 with the sparse study's settings (64-64, ``vadam``,
-  compiled) — the smallest networks, where per-step overhead shows most;
+  compiled) and SparseMountainCar-v0 with the sparse study's networks, critic and schedule
+  (64-64, observation normalisation, the critic's LayerNorm and L2 penalty, τ, 50 updates
+  every 100 steps; ``vadam``, compiled) — the smallest networks, where per-step overhead
+  shows most;
 - ``grid``: seconds of ``train_agent --seeds 10 --workers 2`` after a 300-step warm-up of the
   same command: SparseMountainCar-v0 with ``configs/sparse-study.yaml``, 20 k steps, and
   HalfCheetah-v4, 5 k steps with ``--eval-every 10000`` (evaluated at its end only, as a

@@ -107,9 +107,11 @@ def test_a_single_run_is_a_state_of_one_and_a_member_starts_as_its_single_run():
             theirs = getattr(single, module).state_dict()
             for name, value in getattr(member, module).state_dict().items():
                 assert torch.equal(value, theirs[name]), f"{module}.{name}"
-        weight = single.actor.get_parameter(next(iter(dict(single.actor.named_parameters()))))
-        assert weight.data.untyped_storage().nbytes() == weight.numel() * weight.element_size()
-        assert single.learner.loss_sums.shape == (3,)
+        stack = single._stack
+        assert len(stack) == 1
+        for name, weight in single.actor.named_parameters():
+            assert weight.data_ptr() == stack.params["actor"][name][0].data_ptr(), name
+        assert single.learner.skipped.data_ptr() == stack.skipped.data_ptr()
 
 
 def test_the_row_and_the_member_are_one_tensor_both_ways():

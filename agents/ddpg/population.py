@@ -91,6 +91,7 @@ class CoverageRows:
     def __init__(self) -> None:
         self._envs: gym.vector.VectorEnv | None = None
         self._rows: dict[int, int] = {}
+        self._keys: dict[int, int] = {}
         self._reports: list[dict[str, float]] = []
         self._taken: set[int] = set()
 

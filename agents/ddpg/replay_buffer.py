@@ -185,11 +185,6 @@ class StackedReplayBuffer:
         count = len(self.members)
         index = torch.randint(len(self), (count, batch_size), generator=generator,
                               device=self.device)  # fmt: skip
-        if count == 1:  # its rows are the flat view's first ones
-            return Batch(*(
-                self._flat[name].index_select(0, index[0]).unsqueeze(0)
-                for name in ReplayBuffer.fields
-            ))  # fmt: skip
         flat = (index + self._offsets[:, None]).view(-1)
         return Batch(*(
             self._flat[name].index_select(0, flat).view(*index.shape, *self._flat[name].shape[1:])

@@ -33,7 +33,7 @@ from torch import Tensor
 import param_explore
 from param_explore.adam_rule import adam_traceable_step
 
-from ..common.noise_redraw import redrawn, redrawn_every_step
+from ..common.noise_redraw import redrawn
 from ..settings.learners import DDPGSettings
 from ..settings.memory import check_learners
 from ..settings.sharing import check_members_share
@@ -121,10 +121,14 @@ class StackedState:
         self.noise, self.noise_stacks = _stack_noise(optimizers)
         modules = ("actor", "critic", "target_actor", "target_critic")
         self.params = {
-            module: _stack_parameters([getattr(learner, module) for learner in self.learners])
+            module: _stack_tensors(
+                [dict(getattr(learner, module).named_parameters()) for learner in self.learners]
+            )
             for module in modules
         }
-        self.actor_buffers = _stack_buffers([learner.actor for learner in self.learners])
+        self.actor_buffers = _stack_tensors(
+            [dict(learner.actor.named_buffers()) for learner in self.learners]
+        )
         critic_steps = [adam_traceable_step(learner.critic_optimizer) for learner in self.learners]
         self.critic_state = _stack_state(critic_steps)
         self.step_counts = {"critic": _stack_step_counts(critic_steps)}
@@ -135,11 +139,16 @@ class StackedState:
         else:
             self.actor_state = _stack_state(actor_steps, {"noise": self.noise_stacks})
             self.step_counts["actor"] = _stack_step_counts(actor_steps)
-        self.loss_sums = _stack_into(self.learners, "loss_sums")
+        counters = _stack_tensors(
+            [
+                {"loss_sums": learner.loss_sums, "skipped": learner.skipped}
+                for learner in self.learners
+            ]
+        )
+        self.loss_sums, self.skipped = counters["loss_sums"], counters["skipped"]
         self.obs_moments = (
             [] if obs_statistics is None else [obs_statistics.mean, obs_statistics.std]
         )
-        self.skipped = _stack_into(self.learners, "skipped")
         #: Whether each member's critic and actor steps were applied in the last batched
         #: update (written by its graph).
         self.applied = torch.ones(len(self.learners), 2, device=self.device)
@@ -225,8 +234,8 @@ class StackedState:
         then derive what they derive from ε: ``noise_changed``)."""
         if self.noise is None:
             return []
-        redraw = None if redrawn_every_step(resample) else redrawn(resample, starting)
-        if redraw is None or redraw.all():  # ε requires no gradient: drawn as it is
+        redraw = redrawn(resample, starting)
+        if redraw.all():
             for stack in self.noise_stacks.values():
                 stack.normal_(generator=generator)
             rows = range(len(self.learners))
@@ -317,24 +326,14 @@ def _stack_noise(
     return noise, stacks
 
 
-def _stack_parameters(modules: Sequence[torch.nn.Module]) -> dict[str, Tensor]:
-    """Each parameter of the modules stacked by name; the modules' own become views."""
+def _stack_tensors(members: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """Each member's tensors (parameters or buffers, by name) stacked by name; the members'
+    own become views of their rows (the same tensor objects, their data rebound)."""
     stacked = {}
-    for name, _ in modules[0].named_parameters():
-        params = [module.get_parameter(name) for module in modules]
-        stacked[name] = torch.stack([p.detach() for p in params])
-        for k, p in enumerate(params):
-            p.data = stacked[name][k]
-    return stacked
-
-
-def _stack_buffers(actors: Sequence[torch.nn.Module]) -> dict[str, Tensor]:
-    stacked = {}
-    for name, _ in actors[0].named_buffers():
-        values = [actor.get_buffer(name) for actor in actors]
-        stacked[name] = torch.stack([v.detach() for v in values])
-        for k, actor in enumerate(actors):
-            setattr(actor, name, stacked[name][k])
+    for name in members[0]:
+        stacked[name] = torch.stack([tensors[name].detach() for tensors in members])
+        for k, tensors in enumerate(members):
+            tensors[name].data = stacked[name][k]
     return stacked
 
 
@@ -380,11 +379,4 @@ def _stack_step_counts(steps: Sequence[param_explore.TraceableStep]) -> Tensor:
     for k, step in enumerate(steps):
         for i, state in enumerate(step.step_states):
             state["step"] = stack[k, i]
-    return stack
-
-
-def _stack_into(holders: Sequence[object], attribute: str) -> Tensor:
-    stack = torch.stack([getattr(h, attribute).detach() for h in holders])
-    for k, holder in enumerate(holders):
-        setattr(holder, attribute, stack[k])
     return stack
