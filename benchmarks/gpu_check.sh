@@ -3,17 +3,21 @@
 # STAGE_LIMIT seconds each (a late stage still reports): first benchmarks/warp_envs.py, the
 # MuJoCo Warp env's env-steps/s for WORLDS (100 and 1000) worlds — stepped as tensors, through
 # numpy, and its physics alone launched kernel by kernel and as a CUDA graph — whose kernels
-# every later stage then loads from the cache; then benchmarks/population.py: MEMBERS (100)
+# every later stage then loads from the cache; then benchmarks/device_step.py: a population's
+# training step alone for DEVICE_MEMBERS (1 100 1000) members, seed-steps/s and host<->device
+# transfers per step (the engine's crossings and the CUDA profiler's copies); then
+# benchmarks/population.py: MEMBERS (100)
 # members of the 400-300 HalfCheetah-v4 config as one population's whole run (its envs in
 # MuJoCo Warp), with the compiled update's share of the GPU's fp32 peak; then the CUDA tests
 # (single runs eager and compiled, the CLI with --resume, a population's update against the
 # CPU's, the Warp env on the GPU against gymnasium's and its CUDA graph against its kernels);
 # then LARGE (1000) members, a shorter run. Results go to $OUT (default ./gpu-check): a .log
-# per stage, warp_envs.json, population.json, population_large.json. Without MuJoCo Warp (the
+# per stage (device_step.log), warp_envs.json, population.json, population_large.json. Without MuJoCo Warp (the
 # `gpu` extra) its tests skip and its benchmark says so in one line.
 #
 #   bash benchmarks/gpu_check.sh                 # on the GPU machine, from the repo root
-#   DEVICE=cpu STEPS=300 MEMBERS=2 LARGE= WORLDS=2 WARP_STEPS=3 bash benchmarks/gpu_check.sh
+#   DEVICE=cpu STEPS=300 MEMBERS=2 LARGE= WORLDS=2 WARP_STEPS=3 DEVICE_MEMBERS=2 \
+#     DEVICE_STEPS=20 bash benchmarks/gpu_check.sh
 #                                                # a dry run of the script here
 #
 # A GPU image that holds torch but not the project's other dependencies takes them as
@@ -39,6 +43,8 @@ LARGE=${LARGE-1000}  # LARGE= skips it
 LARGE_STEPS=${LARGE_STEPS:-500}
 WORLDS=${WORLDS:-100 1000}
 WARP_STEPS=${WARP_STEPS:-200}
+DEVICE_MEMBERS=${DEVICE_MEMBERS:-1 100 1000}
+DEVICE_STEPS=${DEVICE_STEPS:-300}
 TESTS=${TESTS:-gpu}      # pytest -k of the CUDA tests
 PEAK=${PEAK:---peak}     # PEAK= skips the update's timing (a rerun that has it)
 STAGE_LIMIT=${STAGE_LIMIT:-200}  # seconds each stage may take: a late one still reports
@@ -76,6 +82,12 @@ if python3 -c "import mujoco_warp" 2>/dev/null; then
 else
   echo "MuJoCo Warp is not installed (the gpu extra): no Warp env timings" | tee "$OUT/warp_envs.log"
 fi
+
+# A population's training step where its envs step (MuJoCo Warp's on the GPU; on a CPU the
+# dry run's mujoco.batch), its transfers per step counted.
+# shellcheck disable=SC2086  # DEVICE_MEMBERS is a list
+stage device_step.log python3 benchmarks/device_step.py --device "$DEVICE" \
+  --members $DEVICE_MEMBERS --steps "$DEVICE_STEPS"
 
 # A population's whole run: MEMBERS members of the 400-300 HalfCheetah-v4 config, the
 # protocol's test episodes included; --peak times the compiled update first, which fills

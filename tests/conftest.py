@@ -91,3 +91,21 @@ def error_line(result: Result | subprocess.CompletedProcess) -> str:
     lines = [line for line in result.stderr.splitlines() if line.startswith("train_agent:")]
     assert len(lines) == 1, result.stderr
     return lines[0]
+
+
+@pytest.fixture(scope="session")
+def warp_cpu() -> str:
+    """Warp's CPU backend, with every Warp task's kernels compiled: once per session, and
+    once per kernel cache (``WARP_CACHE_PATH``) — minutes when it is cold."""
+    import numpy as np
+
+    from agents.common import vector_envs
+
+    pytest.importorskip(
+        "mujoco_warp", reason="MuJoCo Warp is the optional extra: pip install 'param-explore[gpu]'"
+    )
+    for env_id in sorted(vector_envs.WARP):
+        vector = vector_envs.make_vector_env(env_id, 1, backend="warp", device="cpu")
+        vector.reset(seed=0)
+        vector.step(np.zeros(vector.action_space.shape, dtype=np.float32))
+    return "cpu"

@@ -157,3 +157,37 @@ def test_a_warp_env_step_replayed_as_a_cuda_graph_is_the_step_launched_kernel_by
         for x in ("qpos", "qvel", "qacc_warmstart"):  # in step: the next one starts equal
             getattr(eager, x).copy_(getattr(graph, x))
     assert graph._graph is not None and eager._graph is None
+
+
+def test_a_population_on_mujoco_warp_keeps_its_step_on_the_gpu():
+    """Four HalfCheetah members on a CUDA device step their envs in MuJoCo Warp there
+    (``step_tensors``): the observations, the buffer, the statistics and the update stay on
+    the GPU, the host gets one packed copy a step (the rewards and flags: its bookkeeping),
+    and the members' test episodes run on Warp's envs on the GPU too."""
+    pytest.importorskip(
+        "mujoco_warp", reason="MuJoCo Warp is the optional extra: pip install 'param-explore[gpu]'"
+    )
+    from agents.common.callbacks import Callback
+    from agents.common.tensor_envs import DeviceEnvs
+    from agents.ddpg.population import SharedTestEpisodes, make_population
+    from agents.settings import DDPGSettings
+
+    config = DDPGSettings.from_values(
+        {"strategy": "vadam", "normalize_observations": True, "compile": False, **SMALL}
+    )
+    population = make_population("HalfCheetah-v4", [config] * 4, [0, 1, 2, 3], "cuda")
+    assert isinstance(population.envs, DeviceEnvs)
+    population.learn(100, [Callback() for _ in range(4)])
+    assert population.crossings == 100
+    assert population.buffer.storage["obs"].is_cuda
+    assert population.state.obs_statistics.sum.is_cuda
+    assert all(m.num_updates > 0 for m in population.members)
+
+    tests = SharedTestEpisodes(
+        population,
+        lambda n: make_vector_env("HalfCheetah-v4", n, max_episode_steps=50, device="cuda"),
+        episodes=2,
+    )
+    runs = [tests.of(member, seed=10) for member in population.members]
+    mean, _ = runs[0](population.members[0], 10, [])
+    assert np.isfinite(mean) and isinstance(tests._envs, DeviceEnvs)

@@ -140,7 +140,7 @@ def test_a_members_update_is_the_single_runs_update(strategy):
         assert_same_state(member, single)
     # The test episodes' policy: every member's μ in one vmapped call, as each single's.
     obs = np.random.default_rng(1).normal(size=(2, 5, OBS_DIM))
-    actions = population.mean_actions(obs)
+    actions = population.mean_actions(obs).numpy()
     for k, single in enumerate(singles):
         np.testing.assert_allclose(actions[k], single.predict(obs[k]), rtol=1e-5, atol=1e-6)
 
@@ -326,7 +326,7 @@ def fail_for(seed: int, after: int, what: str):
 
 
 @pytest.mark.parametrize(
-    "phase", ["open_run", "start_episode", "predict", "record", "with_bonus", "update"]
+    "phase", ["open_run", "start_episode", "act", "record", "with_bonus", "update"]
 )
 def test_r6_3_a_member_stops_alone_on_any_exception_of_its_own(tmp_path, monkeypatch, phase):
     """Any exception one member's setup, step, bonus or update raises stops that member
@@ -334,8 +334,8 @@ def test_r6_3_a_member_stops_alone_on_any_exception_of_its_own(tmp_path, monkeyp
     any other (``hess_init=[1,1e300]``'s overflow) ended every member."""
     bonus = ["bonus.kind=vime", "bonus.fit_every=100", "bonus.min_pool_size=100",
              "bonus.hidden_sizes=[8]", "bonus.num_samples=2"]  # fmt: skip
-    # noisy K-FAC's members act and update one by one (each member's predict and update)
-    strategy = "noisy-kfac" if phase in ("predict", "update") else "vadam"
+    # noisy K-FAC's members act and update one by one (each member's act and update)
+    strategy = "noisy-kfac" if phase in ("act", "update") else "vadam"
     configs = resolve_runs(
         [strategy], SEEDS, env="Pendulum-v1", total_steps=400, eval_every=200,
         eval_episodes=1, logdir=str(tmp_path), compile=False,

@@ -393,20 +393,6 @@ def test_the_backend_is_chosen_by_name_and_device(monkeypatch):
 # ------------------------------------------------------------------------------ MuJoCo Warp
 
 
-@pytest.fixture(scope="session")
-def warp_cpu() -> str:
-    """Warp's CPU backend, with every Warp task's kernels compiled: once per session, and
-    once per kernel cache (``WARP_CACHE_PATH``) — minutes when it is cold."""
-    pytest.importorskip(
-        "mujoco_warp", reason="MuJoCo Warp is the optional extra: pip install 'param-explore[gpu]'"
-    )
-    for env_id in sorted(vector_envs.WARP):
-        vector = make_vector_env(env_id, 1, backend="warp", device="cpu")
-        vector.reset(seed=0)
-        vector.step(np.zeros(vector.action_space.shape, dtype=np.float32))
-    return "cpu"
-
-
 @pytest.mark.slow
 @pytest.mark.warp
 @pytest.mark.parametrize(

@@ -15,9 +15,12 @@ from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
+import torch
+from torch import Tensor
 
 from .envs import env_id
 from .errors import EnvironmentFailure, NonFiniteDataError
+from .tensor_envs import TensorEnvs
 
 
 class Policy(Protocol):
@@ -86,8 +89,8 @@ def evaluate_together(
 
 
 def test_episodes_together(
-    act: Callable[[np.ndarray], np.ndarray],
-    envs: gym.vector.VectorEnv,
+    act: Callable[[Tensor], Tensor],
+    envs: TensorEnvs,
     seeds: Sequence[int],
     episodes: int,
     name: str,
@@ -95,14 +98,17 @@ def test_episodes_together(
     """:func:`evaluate_together` for several policies at once — a population's members —
     on one vector env of policies × ``episodes`` copies (row ``g·episodes + i`` is policy
     g's episode i, from ``reset(seed=seeds[g] + i)``; SAME_STEP autoreset,
-    :mod:`agents.common.vector_envs`). ``act`` maps observations (policies, episodes, …)
-    to their actions. Episodes of different lengths are masked: an ended one's row steps on
-    but counts no more. Returns each policy's (mean, std, final infos), or its own error: a
-    non-finite action of its policy, or a non-finite reward or observation in its
-    episodes, stops that policy alone; an exception of the envs is every policy's."""
+    :mod:`agents.common.vector_envs`), stepped as tensors on the policies' device
+    (:mod:`agents.common.tensor_envs`: on a GPU, MuJoCo Warp's envs never leave it; the
+    host gets one packed copy a step, the rewards and the flags). ``act`` maps observations
+    (policies, episodes, …) to their actions. Episodes of different lengths are masked: an
+    ended one's row steps on but counts no more. Returns each policy's (mean, std, final
+    infos), or its own error: a non-finite action of its policy, or a non-finite reward or
+    observation in its episodes, stops that policy alone; an exception of the envs is every
+    policy's."""
     groups = len(seeds)
     try:
-        obs, _ = envs.reset(seed=[seed + i for seed in seeds for i in range(episodes)])
+        obs = envs.reset([seed + i for seed in seeds for i in range(episodes)])
     except Exception as err:
         failure = EnvironmentFailure(
             f"{name} raised {type(err).__name__}: {err} in reset of the evaluation episodes"
@@ -112,7 +118,6 @@ def test_episodes_together(
     running = np.ones(groups * episodes, dtype=bool)
     returns = np.zeros(groups * episodes)
     successes: list[dict[str, Any]] = [{} for _ in range(groups * episodes)]
-    space = envs.single_action_space
 
     def fail(rows: np.ndarray, what: str) -> None:
         """The policies of ``rows`` stop, each with its first row's error."""
@@ -122,31 +127,26 @@ def test_episodes_together(
                 errors[group] = NonFiniteDataError(f"{what} in evaluation episode {row % episodes}")
             running[group * episodes : (group + 1) * episodes] = False
 
-    def bad_observation(rows_obs: np.ndarray) -> np.ndarray:
-        return np.flatnonzero(running & ~np.isfinite(rows_obs).reshape(len(running), -1).all(1))
-
-    fail(bad_observation(np.asarray(obs)), f"non-finite observation from {name}")
+    finite = torch.isfinite(obs).flatten(1).all(1).cpu().numpy()
+    fail(np.flatnonzero(running & ~finite), f"non-finite observation from {name}")
     while running.any():
-        actions = np.asarray(act(np.asarray(obs).reshape(groups, episodes, -1)))
-        actions = actions.reshape(groups * episodes, -1)
-        bad = np.flatnonzero(running & ~np.isfinite(actions).all(1))
-        fail(bad, "non-finite action from the policy (its mean weights)")
-        actions = np.where(running[:, None], actions, np.clip(0.0, space.low, space.high))
+        actions = act(obs.reshape(groups, episodes, -1)).reshape(groups * episodes, -1)
         try:
-            obs, rewards, terminated, truncated, infos = envs.step(actions.astype(space.dtype))
+            step, host = envs.step(actions, running)
         except Exception as err:
             failure = EnvironmentFailure(
                 f"{name} raised {type(err).__name__}: {err} in a step of the evaluation episodes"
             )
             return [errors.get(g, failure) for g in range(groups)]
-        last_obs = np.array(obs)
-        for row in np.flatnonzero(infos.get("_final_obs", ())):
-            last_obs[row] = infos["final_obs"][row]
-        fail(np.flatnonzero(running & ~np.isfinite(rewards)), f"non-finite reward from {name}")
-        fail(bad_observation(last_obs), f"non-finite observation from {name}")
-        returns[running] += np.asarray(rewards, dtype=np.float64)[running]
-        ended = running & (np.asarray(terminated) | np.asarray(truncated))
-        final = infos.get("final_info", {})
+        obs = step.obs
+        fail(np.flatnonzero(running & ~host.finite_actions),
+             "non-finite action from the policy (its mean weights)")  # fmt: skip
+        fail(np.flatnonzero(running & ~np.isfinite(host.rewards)),
+             f"non-finite reward from {name}")  # fmt: skip
+        fail(np.flatnonzero(running & ~host.finite), f"non-finite observation from {name}")
+        returns[running] += host.rewards[running]
+        ended = running & (host.terminated | host.truncated)
+        final = step.infos.get("final_info", {})
         for row in np.flatnonzero(ended):
             if final.get("_is_success", np.zeros(len(ended), bool))[row]:
                 successes[row] = {"is_success": bool(final["is_success"][row])}

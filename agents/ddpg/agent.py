@@ -208,16 +208,21 @@ class DDPG:
         obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
         return obs_t if self.obs_statistics is None else self.obs_statistics.normalize(obs_t)
 
-    @torch.no_grad()
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         """The action for ``obs`` (one observation or a batch).
 
         ``deterministic=True`` uses the mean μ (evaluation, target); otherwise the
         current sample θ = μ + σ⊙ε is used (the exploration policy).
         """
+        return self.act(obs, deterministic).cpu().numpy()
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray | Tensor, deterministic: bool = True) -> Tensor:
+        """:meth:`predict`'s action as a tensor on the training device (what the engine
+        steps its envs with: no copy to the host)."""
         obs_t = self._network_input(obs)
         weights = None if deterministic else self.actor_optimizer.named_sample()
-        return self.actor(obs_t, weights).cpu().numpy()
+        return self.actor(obs_t, weights)
 
     def with_action_noise(self, action: np.ndarray, draw: np.ndarray | None = None) -> np.ndarray:
         """The policy's action plus the action noise, if the strategy adds any, clipped:
@@ -229,7 +234,7 @@ class DDPG:
         noisy = action + noise * self._action_scale  # noise in [-1, 1] units
         return np.clip(noisy, self._action_low, self._action_high).astype(action.dtype)
 
-    def start_episode(self, obs: np.ndarray) -> None:
+    def start_episode(self, obs: np.ndarray | Tensor) -> None:
         """An episode starts at ``obs`` (the env was reset): its return and length from
         zero, the action noise's process from its start."""
         self._obs = obs
@@ -274,7 +279,7 @@ class DDPG:
         self._check_finite(next_obs, reward)
         return Transition(next_obs, float(reward), bool(terminated), bool(truncated))
 
-    def record(self, action: np.ndarray, transition: Transition) -> bool:
+    def record(self, action: np.ndarray | Tensor, transition: Transition) -> bool:
         """After the transition is stored (and its s counted in the observation statistics,
         by the engine for every member at once): the bonus's pool, the counters; whether
         the episode ended."""

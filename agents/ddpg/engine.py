@@ -60,6 +60,7 @@ from torch.utils import _pytree as pytree
 
 from ..common.callbacks import Callback
 from ..common.errors import ConfigError, EnvironmentFailure
+from ..common.tensor_envs import EnvStep, HostStep, tensor_envs
 from .compiled_update import CompiledUpdate, inductor_compile
 from .execution import ChosenUpdate, Execution, acting_compiled, update_execution
 from .observations import normalized_observations
@@ -69,12 +70,22 @@ from .step import environment_step
 
 
 class Transition(NamedTuple):
-    """The env's answer to one member's action."""
+    """The env's answer to one member's action: its s' a row of the step's tensor (on the
+    engine's device), the rest host numbers."""
 
-    next_obs: np.ndarray
+    next_obs: Tensor
     reward: float
     terminated: bool
     truncated: bool
+
+
+class StepAnswer(NamedTuple):
+    """The envs' answer to every member's action (:meth:`Engine.step_envs`)."""
+
+    #: the step on the device
+    step: EnvStep
+    #: what the host reads of it
+    host: HostStep
 
 
 class Member(Protocol):
@@ -98,8 +109,8 @@ class Member(Protocol):
 
     @property
     def between_episodes(self) -> bool: ...
-    def start_episode(self, obs: np.ndarray) -> None: ...
-    def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray: ...
+    def start_episode(self, obs: Tensor) -> None: ...
+    def act(self, obs: Tensor, deterministic: bool = True) -> Tensor: ...
     def with_action_noise(
         self, action: np.ndarray, draw: np.ndarray | None = None
     ) -> np.ndarray: ...
@@ -107,7 +118,7 @@ class Member(Protocol):
     def checked_transition(
         self, next_obs: np.ndarray, reward: float, terminated: bool, truncated: bool
     ) -> Transition: ...
-    def record(self, action: np.ndarray, transition: Transition) -> bool: ...
+    def record(self, action: Tensor, transition: Transition) -> bool: ...
     def updates_due(self) -> bool: ...
     def with_bonus(self, batch: Batch) -> Batch: ...
     def update(self, batch: Batch) -> None: ...
@@ -166,12 +177,17 @@ class Engine:
         if single_run and len(self.members) != 1:
             raise ConfigError("a single run is an engine of one member")
         self._check_compatible(envs)
-        self.envs = envs
         #: The members' learning state, stacked (agents.ddpg.stacked_state).
         self.state = state
         self.buffer = state.buffer
         first = self.members[0]
         self.device = first.device
+        #: The envs as tensors on the device (agents.common.tensor_envs): stepped there
+        #: where they can be, through the host otherwise.
+        self.envs = tensor_envs(envs, self.device)
+        self._action_shape = envs.single_action_space.shape
+        #: the action noise's crossings (SB3's processes run on the host)
+        self._noise_crossings = 0
         self.single_run = single_run
         if single_run:  # its own stream, saved in its checkpoints
             self.generator = first.generator
@@ -188,7 +204,7 @@ class Engine:
         self._on_failure: Callable[[Member, Exception], None] | None = None
         self._failed: set[int] = set()
         self._index = {id(m): k for k, m in enumerate(self.members)}
-        self._obs: np.ndarray | None = None  # the envs' observations, a row per member
+        self._obs: Tensor | None = None  # the envs' observations, a row per member
         #: The members' update: one member's own; several members' one graph, or each
         #: member's, as agents.ddpg.execution decides.
         self._update = ChosenUpdate(
@@ -303,53 +319,72 @@ class Engine:
     def gradient_steps(self) -> int:
         return self.members[0].config.gradient_steps
 
-    def exploration_actions(self) -> np.ndarray:
-        """Every member's behaviour action, a row each: one acting call, one (members,
-        action) draw of the action noise; a member whose action is not finite stops."""
+    @property
+    def crossings(self) -> int:
+        """Host↔device crossings of the steps so far: the envs' (:mod:`agents.common.
+        tensor_envs`: one a step for envs that step on the device, two through the host) and
+        the action noise's; on a CPU they share memory, on a GPU each is a copy."""
+        return self.envs.crossings + self._noise_crossings
+
+    def exploration_actions(self) -> Tensor:
+        """Every member's behaviour action, a row each on the device: one acting call, one
+        (members, action) draw of the action noise. Whether each row is finite is checked
+        where the envs take them (:meth:`step_envs`): a row that is not never reaches them."""
         actions = self._actions()
         if self.members[0].action_noise is not None:
-            draws = torch.randn(
-                actions.shape, generator=self.generator, dtype=torch.float64, device=self.device
-            ).cpu().numpy()  # fmt: skip
-            for member in self.active:
-                k = self._index[id(member)]
-                actions[k] = member.with_action_noise(actions[k], draws[k])
-        finite = np.isfinite(actions).reshape(len(actions), -1).all(1)
-        if not finite.all():
-            self._keep_active(lambda m: self._row_checked(m, finite, m.check_action, actions))
+            actions = self._with_action_noise(actions)
         return actions
 
-    def step_envs(self, actions: np.ndarray) -> tuple | None:
-        """The envs' answer to every member's action (:meth:`_step_envs`), checked: a
-        member whose row is not finite stops; None when no member is left."""
+    def _with_action_noise(self, actions: Tensor) -> Tensor:
+        """Each member's action plus its action noise (its own process, on the host: SB3's
+        ``ActionNoise``) of one standard-normal draw for all members."""
+        draws = torch.randn(
+            actions.shape, generator=self.generator, dtype=torch.float64, device=self.device
+        )  # fmt: skip
+        width = actions.shape[1]
+        self._noise_crossings += 2  # both to the host in one copy, the noisy actions back
+        host = torch.cat([actions.to(torch.float64), draws], dim=1).cpu().numpy()
+        noisy = host[:, :width].astype(np.float32)
+        for member in self.active:
+            k = self._index[id(member)]
+            noisy[k] = member.with_action_noise(noisy[k], host[k, width:])
+        return torch.as_tensor(noisy, device=self.device)
+
+    def step_envs(self, actions: Tensor) -> StepAnswer | None:
+        """The envs' answer to every member's action (:meth:`_step_envs`), with what the
+        host reads of it (:class:`~agents.common.tensor_envs.HostStep`): a member whose
+        action or transition was not finite stops with its own error; None when no member
+        is left."""
         answer = self._step_envs(actions)
         if answer is None:
             return None
-        next_obs, rewards, terminated, truncated, _ = answer
-        finite = np.isfinite(next_obs).reshape(len(next_obs), -1).all(1) & np.isfinite(rewards)
-        if not finite.all():
+        step, host = answer
+        if not host.finite_actions.all():
             self._keep_active(
-                lambda m: self._row_checked(
-                    m, finite, m.checked_transition, next_obs, rewards, terminated, truncated
-                )
+                lambda m: self._row_checked(m, host.finite_actions, m.check_action, actions)
             )
-        return answer if self.active else None
+        if not host.finite.all():
+            rows = (step.next_obs, host.rewards, host.terminated, host.truncated)
+            self._keep_active(
+                lambda m: self._row_checked(m, host.finite, m.checked_transition, *rows)
+            )
+        return StepAnswer(step, host) if self.active else None
 
-    def store(self, actions: np.ndarray, answer: tuple) -> dict[int, bool]:
+    def store(self, actions: Tensor, answer: StepAnswer) -> dict[int, bool]:
         """One write of every member's transition into the stacked buffer, one update of
         the active members' observation statistics with its s (baselines l.277); each active
         member's own record; whose episode ended (by the member's id)."""
-        next_obs, rewards, terminated, truncated, observations = answer
-        self.buffer.add(self._obs, actions, rewards, next_obs, terminated)
+        step, (rewards, terminated, truncated, *_) = answer
+        self.buffer.add(self._obs, actions, step.rewards, step.next_obs, step.terminated)
         everyone = len(self.active) == len(self.members)
         self.state.update_observations(self._obs, None if everyone else self._active_rows())
-        self._obs = observations
+        self._obs = step.obs
         ended = {}
 
         def record(member: Member) -> None:
             k = self._index[id(member)]
             transition = Transition(
-                next_obs[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
+                step.next_obs[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
             )
             ended[id(member)] = member.record(actions[k], transition)
 
@@ -372,13 +407,18 @@ class Engine:
         self._keep_active(lambda m: m.end_step(ended[id(m)], self._callbacks[id(m)]))
 
     def _row_checked(
-        self, member: Member, finite: np.ndarray, check: Callable[..., object], *rows: np.ndarray
+        self,
+        member: Member,
+        finite: np.ndarray,
+        check: Callable[..., object],
+        *rows: np.ndarray | Tensor,
     ) -> None:
         """``check`` (the member's own, which raises its error) on the member's row of
-        ``rows`` where the row is not all finite (every row is checked at once)."""
+        ``rows``, on the host, where the row is not all finite (every row is checked at
+        once)."""
         k = self._index[id(member)]
         if not finite[k]:
-            check(*(row[k] for row in rows))
+            check(*(row[k].cpu().numpy() if isinstance(row, Tensor) else row[k] for row in rows))
 
     def start_episodes(self) -> np.ndarray:
         """A new episode for every member whose last one ended (the envs reset it within
@@ -396,7 +436,7 @@ class Engine:
         self._keep_active(start)
         return starting
 
-    def _reset_envs(self) -> np.ndarray:
+    def _reset_envs(self) -> Tensor:
         """Every env reset: from each member's seed at a run's start (its single run's first
         episode); later, a single run's from its env's own RNG (a resume at an episode's end
         restored it), a population's from its stream."""
@@ -410,13 +450,12 @@ class Engine:
                                  device=self.device)  # fmt: skip
             seeds = draw.tolist()
         try:
-            obs, _ = self.envs.reset(seed=seeds)
+            return self.envs.reset(seeds)
         except Exception as err:  # the envs' own failure: every member's
             raise EnvironmentFailure(
                 f"{self.members[0].env_id} raised {type(err).__name__}: {err} in reset, "
                 f"before step {self.members[0].num_timesteps + 1}"
             ) from err
-        return np.array(obs)
 
     def draw_weight_noise(self, starting: np.ndarray) -> None:
         """New ε for every member (per step), or for those starting an episode (per
@@ -424,23 +463,14 @@ class Engine:
         generator."""
         self.state.draw_noise(self.members[0].resample, starting, self.generator)
 
-    def _step_envs(self, actions: np.ndarray) -> tuple | None:
-        """The envs' answer to every member's action: the transitions' next observations
-        (an ended episode's last), rewards, terminations, truncations, and the
-        observations the next step acts on (an ended episode's successor's first)."""
-        stopped = (
-            [k for k, m in enumerate(self.members) if m not in self.active]
-            if len(self.active) < len(self.members)
-            else []
-        )
-        if stopped:  # a stopped member's env steps on: with an action of its space
-            space = self.envs.single_action_space
-            actions = actions.copy()
-            actions[stopped] = np.clip(0.0, space.low, space.high)
+    def _step_envs(self, actions: Tensor) -> tuple[EnvStep, HostStep] | None:
+        """The envs stepped with every member's action; a member that stopped steps with
+        an action of its space (its env steps on)."""
         if not self.active:
             return None
+        everyone = len(self.active) == len(self.members)
         try:
-            obs, rewards, terminated, truncated, infos = self.envs.step(actions)
+            return self.envs.step(actions, None if everyone else self._active_rows())
         except Exception as err:  # the envs' own failure: every member stops
             step = self.active[0].num_timesteps + 1
             error = EnvironmentFailure(
@@ -452,26 +482,22 @@ class Engine:
                 self._fail(member, error)
             self.active = []
             return None
-        next_obs = np.array(obs)
-        if "_final_obs" in infos:
-            for k in np.flatnonzero(infos["_final_obs"]):
-                next_obs[k] = infos["final_obs"][k]
-        return next_obs, rewards, terminated, truncated, np.array(obs)
 
-    def _actions(self) -> np.ndarray:
-        """Every member's policy action (before action noise), a row per member: one
-        batched graph of all members' θ and actor when the update is compiled, else each
-        member's own ``predict`` (a stopped member's row is zeros)."""
+    def _actions(self) -> Tensor:
+        """Every member's policy action (before action noise), a row per member on the
+        device: one batched graph of all members' θ and actor when the update is compiled,
+        else each member's own (a stopped member's row is zeros)."""
         acting = self._acting_graph()
         if acting is not None:
-            obs = torch.as_tensor(self._obs, dtype=torch.float32, device=self.device)
-            return acting(obs).cpu().numpy()
-        actions = np.zeros((len(self.members), *self.envs.single_action_space.shape),
-                           dtype=np.float32)  # fmt: skip
+            return acting(self._obs.to(torch.float32))
+        if self.single_run:  # its action for its observation, as a row of one
+            return self.members[0].act(self._obs[0], deterministic=False)[None]
+        actions = torch.zeros((len(self.members), *self._action_shape),
+                              dtype=torch.float32, device=self.device)  # fmt: skip
 
         def act(member: Member) -> None:
             k = self._index[id(member)]
-            actions[k] = member.predict(self._obs[k], deterministic=False)
+            actions[k] = member.act(self._obs[k], deterministic=False)
 
         self._keep_active(act)
         return actions
@@ -511,7 +537,7 @@ class Engine:
         return batch._replace(rewards=rewards)
 
     @torch.no_grad()
-    def mean_actions(self, obs: np.ndarray) -> np.ndarray:
+    def mean_actions(self, obs: np.ndarray | Tensor) -> Tensor:
         """Every member's action at its mean μ for its rows of ``obs`` (members, rows, obs
         dim): the actor vmapped over the stacked weights, as one graph per shape of
         ``obs`` (traced once; compiled when the members' update is)."""
@@ -535,7 +561,7 @@ class Engine:
             execution = update_execution(self.members[0].config.compile, stacked=True)
             graph = _batched_graph(act, inputs, execution is Execution.COMPILED)
             self._mean_graphs[obs_t.shape] = graph
-        return _output(graph(*inputs)).cpu().numpy()
+        return _output(graph(*inputs))
 
     def _acting_graph(self) -> Callable[[Tensor], Tensor] | None:
         """Every member's action at its θ as one compiled graph, for a compiled population

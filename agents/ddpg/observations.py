@@ -37,9 +37,9 @@ def normalized_observations(obs: Tensor, mean: Tensor, std: Tensor) -> Tensor:
 
 
 class ObservationStatistics:
-    """Running mean and std of the observations one member stored, on the host in float64:
-    its row of a :class:`StackedObservationStatistics` (a stack of one for a learner on its
-    own, :meth:`alone`).
+    """Running mean and std of the observations one member stored, in float64 on the
+    training device: its row of a :class:`StackedObservationStatistics` (a stack of one for a
+    learner on its own, :meth:`alone`).
 
     ``mean`` and ``std`` are float32 tensors on the training device, updated in place by
     :meth:`update`: the compiled update reads them as inputs of its graph, so they keep
@@ -48,9 +48,9 @@ class ObservationStatistics:
 
     def __init__(self, stack: StackedObservationStatistics, row: int) -> None:
         self._stack, self._row = stack, row
-        # views of the stack's row: numpy's and torch's, written in place
+        # views of the stack's row, written in place
         self.sum, self.sumsq = stack.sum[row], stack.sumsq[row]
-        self.count = stack.count[row, ...]
+        self.count = stack.count[row]
         self.mean, self.std = stack.mean[row], stack.std[row]
 
     @classmethod
@@ -58,11 +58,11 @@ class ObservationStatistics:
         """The statistics of a learner on its own: a stack of one."""
         return StackedObservationStatistics(1, obs_dim, device).row(0)
 
-    def update(self, obs: np.ndarray) -> None:
+    def update(self, obs: np.ndarray | Tensor) -> None:
         """Add one observation (or a batch of them, one per row)."""
-        x = np.asarray(obs, dtype=np.float64).reshape(-1, self.sum.shape[0])
-        self.sum += x.sum(axis=0)
-        self.sumsq += np.square(x).sum(axis=0)
+        x = _float64(obs, self.sum.device).reshape(-1, self.sum.shape[0])
+        self.sum += x.sum(dim=0)
+        self.sumsq += x.square().sum(dim=0)
         self.count += len(x)
         self._stack.publish([self._row])
 
@@ -71,33 +71,38 @@ class ObservationStatistics:
         return normalized_observations(obs, self.mean, self.std)
 
     def state_dict(self) -> dict[str, Tensor]:
-        """The sums, as tensors (a checkpoint is data only)."""
+        """The sums, as tensors on the host (a checkpoint is data only)."""
         return {
-            "sum": torch.from_numpy(self.sum.copy()),
-            "sumsq": torch.from_numpy(self.sumsq.copy()),
-            "count": torch.tensor(float(self.count), dtype=torch.float64),
+            "sum": self.sum.cpu().clone(),
+            "sumsq": self.sumsq.cpu().clone(),
+            "count": self.count.cpu().clone(),
         }
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
-        sums = [state[key].detach().cpu().numpy().astype(np.float64) for key in ("sum", "sumsq")]
+        sums = [_float64(state[key], self.sum.device) for key in ("sum", "sumsq")]
         if any(x.shape != self.sum.shape for x in sums):
-            shape = sums[0].shape
-            raise ValueError(f"observation statistics of shape {shape}, not {self.sum.shape}")
-        self.sum[...], self.sumsq[...] = sums
-        self.count[...] = float(state["count"])
+            shape = tuple(sums[0].shape)
+            raise ValueError(
+                f"observation statistics of shape {shape}, not {tuple(self.sum.shape)}"
+            )
+        self.sum.copy_(sums[0])
+        self.sumsq.copy_(sums[1])
+        self.count.fill_(float(state["count"]))
         self._stack.publish([self._row])
 
 
 class StackedObservationStatistics:
-    """The observation statistics of N members as (N, obs dim) arrays, updated with every
-    member's observation of a step at once (one pass over the stack, not one per member).
-    Its rows (:meth:`row`) are the members' :class:`ObservationStatistics`; ``mean`` and ``std``
+    """The observation statistics of N members as (N, obs dim) float64 tensors on the
+    training device, updated with every member's observation of a step at once (one pass
+    over the stack, not one per member, and on a GPU no copy to the host). Its rows
+    (:meth:`row`) are the members' :class:`ObservationStatistics`; ``mean`` and ``std``
     (N, obs dim) are what a population's batched update and acting read."""
 
     def __init__(self, members: int, obs_dim: int, device: torch.device | str = "cpu") -> None:
-        self.sum = np.zeros((members, obs_dim), dtype=np.float64)
-        self.sumsq = np.full((members, obs_dim), PRIOR_COUNT, dtype=np.float64)
-        self.count = np.full(members, PRIOR_COUNT, dtype=np.float64)
+        wide = {"dtype": torch.float64, "device": device}
+        self.sum = torch.zeros((members, obs_dim), **wide)
+        self.sumsq = torch.full((members, obs_dim), PRIOR_COUNT, **wide)
+        self.count = torch.full((members,), PRIOR_COUNT, **wide)
         self.mean = torch.zeros((members, obs_dim), dtype=torch.float32, device=device)
         self.std = torch.ones((members, obs_dim), dtype=torch.float32, device=device)
         self.publish()
@@ -106,35 +111,49 @@ class StackedObservationStatistics:
         """Member ``k``'s statistics: views of its row."""
         return ObservationStatistics(self, k)
 
-    def update(self, obs: np.ndarray, rows: np.ndarray | None = None) -> None:
+    def update(self, obs: np.ndarray | Tensor, rows: np.ndarray | None = None) -> None:
         """Add each member's observation (``obs``: a row per member), of the members whose
         ``rows`` are True only if given."""
-        x = np.asarray(obs, dtype=np.float64).reshape(self.sum.shape)
+        x = _float64(obs, self.sum.device).reshape(self.sum.shape)
         if rows is None:
             self.sum += x
-            self.sumsq += np.square(x)
+            self.sumsq += x * x
             self.count += 1
             self.publish()
             return
-        self.sum[rows] += x[rows]
-        self.sumsq[rows] += np.square(x[rows])
-        self.count[rows] += 1
-        self.publish(np.flatnonzero(rows))
+        index = torch.as_tensor(np.flatnonzero(rows), device=self.sum.device)
+        x = x[index]
+        self.sum.index_add_(0, index, x)
+        self.sumsq.index_add_(0, index, x.square())
+        self.count.index_add_(0, index, torch.ones_like(index, dtype=torch.float64))
+        self.publish(index)
 
-    def publish(self, rows: list[int] | np.ndarray | None = None) -> None:
+    def publish(self, rows: list[int] | Tensor | None = None) -> None:
         """mean and std from the sums (of ``rows``, or every row), in float32 as
         ``RunningMeanStd`` computes them, row by row."""
         if rows is not None and len(rows) == len(self.count):
             rows = None
-        index = slice(None) if rows is None else rows
-        count = self.count[index][..., None]
-        mean = (self.sum[index] / count).astype(np.float32)
-        variance = (self.sumsq[index] / count).astype(np.float32) - np.square(mean)
-        std = np.sqrt(np.maximum(variance, np.float32(MIN_VARIANCE)))
-        if rows is None:
-            self.mean.copy_(torch.from_numpy(mean))
-            self.std.copy_(torch.from_numpy(std))
+        if rows is None:  # in place, the fewest operations: a step's cost on a CPU
+            count = self.count[:, None]
+            self.mean.copy_(self.sum / count)  # rounded to float32 by the copy
+            self.std.copy_(self.sumsq / count)
+            self.std -= self.mean * self.mean
+            self.std.clamp_min_(MIN_VARIANCE).sqrt_()
             return
-        where = torch.as_tensor(np.asarray(rows), device=self.mean.device)
-        self.mean.index_copy_(0, where, torch.from_numpy(mean).to(self.mean.device))
-        self.std.index_copy_(0, where, torch.from_numpy(std).to(self.std.device))
+        where = torch.as_tensor(rows, device=self.sum.device)
+        mean, std = _moments(self.sum[where], self.sumsq[where], self.count[where])
+        self.mean.index_copy_(0, where, mean)
+        self.std.index_copy_(0, where, std)
+
+
+def _moments(total: Tensor, squares: Tensor, count: Tensor) -> tuple[Tensor, Tensor]:
+    """``RunningMeanStd``'s mean and std (l.25-26): the float64 quotients rounded to float32,
+    the rest in float32."""
+    count = count[..., None]
+    mean = (total / count).to(torch.float32)
+    variance = (squares / count).to(torch.float32) - mean.square()
+    return mean, variance.clamp_min(MIN_VARIANCE).sqrt()
+
+
+def _float64(values: np.ndarray | Tensor, device: torch.device) -> Tensor:
+    return torch.as_tensor(values, dtype=torch.float64, device=device)

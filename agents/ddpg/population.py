@@ -22,6 +22,7 @@ from ..common.devices import resolve_device
 from ..common.envs import make_env
 from ..common.evaluation import test_episodes_together
 from ..common.reward_bonus import RewardBonus
+from ..common.tensor_envs import TensorEnvs, tensor_envs
 from ..common.vector_envs import make_vector_env
 from ..settings.learners import DDPGSettings
 from .agent import DDPG
@@ -48,7 +49,7 @@ class SharedTestEpisodes:
         self._population = population
         self._make_envs = make_envs
         self._episodes = episodes
-        self._envs: gym.vector.VectorEnv | None = None
+        self._envs: TensorEnvs | None = None
         self._seeds: dict[int, int] = {}
         self._results: dict[int, object] = {}
         self._step: int | None = None
@@ -73,7 +74,8 @@ class SharedTestEpisodes:
         population = self._population
         members = population.members
         if self._envs is None:
-            self._envs = self._make_envs(len(members) * self._episodes)
+            envs = self._make_envs(len(members) * self._episodes)
+            self._envs = tensor_envs(envs, population.device)
         seeds = [self._seeds.get(id(m), 0) for m in members]
         results = test_episodes_together(
             population.mean_actions, self._envs, seeds, self._episodes, members[0].env_id
@@ -173,6 +175,6 @@ def make_population(
     """A population of members on the env of id ``env`` (member k with ``configs[k]``, seed
     ``seeds[k]`` and bonus), its envs :func:`~agents.common.vector_envs.make_vector_env`'s."""
     members = build_members([make_env(env) for _ in seeds], configs, seeds, device, bonuses)
-    envs = make_vector_env(env, len(seeds))
+    envs = make_vector_env(env, len(seeds), device=members.state.device)
     members.coverage.attach(envs, members.agents)
     return Engine(members.agents, envs, members.state)

@@ -167,14 +167,17 @@ class StackedReplayBuffer:
         return len(self.members[0])
 
     def add(
-        self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
-        next_obs: np.ndarray, terminated: np.ndarray,
+        self, obs: np.ndarray | Tensor, actions: np.ndarray | Tensor, rewards: np.ndarray | Tensor,
+        next_obs: np.ndarray | Tensor, terminated: np.ndarray | Tensor,
     ) -> None:  # fmt: skip
-        """One transition of every member (each argument one row per member)."""
+        """One transition of every member (each argument one row per member; tensors on
+        the buffer's device are written without a copy to the host)."""
         i = self.position
         values = (obs, actions, rewards, next_obs, terminated)
         for name, value in zip(ReplayBuffer.fields, values, strict=True):
-            self.storage[name][:, i] = torch.from_numpy(np.asarray(value, dtype=np.float32))
+            if not isinstance(value, Tensor):
+                value = torch.from_numpy(np.asarray(value))
+            self.storage[name][:, i] = value  # cast to float32 by the copy
         for buffer in self.members:
             buffer.position = (i + 1) % self.capacity
             buffer.size = min(buffer.size + 1, self.capacity)

@@ -252,7 +252,7 @@ class StackedState:
             self.learners[k].actor_optimizer.noise_changed()
         return list(rows)
 
-    def update_observations(self, obs: np.ndarray, rows: np.ndarray | None = None) -> None:
+    def update_observations(self, obs: np.ndarray | Tensor, rows: np.ndarray | None = None) -> None:
         """Every member's observation of this step (a row each) into its statistics, of the
         members whose ``rows`` are True only if given; nothing without statistics."""
         if self.obs_statistics is not None:
