@@ -393,6 +393,16 @@ def test_a_compiled_population_acts_and_updates_as_the_eager_one():
         for (name, p), (_, q) in zip(a.actor.named_parameters(), b.actor.named_parameters()):
             torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-4, msg=name)
 
+    # Nothing the compiled update keeps grows with the steps (it kept each step's numbers)
+    def sizes() -> dict[str, int]:
+        graph = compiled._update.graph
+        return {k: len(v) for k, v in vars(graph).items() if isinstance(v, (dict, list, set))}
+
+    before, updates = sizes(), compiled.members[0].num_updates
+    compiled.learn(100, [Callback(), Callback()])
+    assert compiled.members[0].num_updates == updates + 100
+    assert sizes() == before
+
 
 def test_the_memory_check_counts_every_member(tmp_path):
     """A population that cannot fit is refused with one line, before anything is written:

@@ -19,17 +19,20 @@ from agents.ddpg.population import SharedTestEpisodes, build_members
 from agents.settings import DDPGSettings
 
 
-def test_a_host_vector_env_is_stepped_as_tensors_with_its_answer_laid_out_as_same_step():
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_host_vector_env_is_stepped_as_tensors_with_its_answer_laid_out_as_same_step(packed):
     """Through the host the engine gets the vector env's own numbers (float64 exactly, an
     ended episode's last observation as s', the next episode's first to act on), on the
     engine's device, and the host's view of them; two crossings a step (the actions out,
     the answer back). A row whose action is not finite, or that is not stepping, steps with
-    the space's rest action, and says which."""
+    the space's rest action, and says which. ``packed`` is the answer's one copy to a GPU
+    (every array in one float64 block, split there), taken here on the CPU."""
     n, limit = 3, 7
     mine = make_vector_env("HalfCheetah-v4", n, max_episode_steps=limit)
     theirs = make_vector_env("HalfCheetah-v4", n, max_episode_steps=limit)
     envs = tensor_envs(mine, "cpu")
-    assert isinstance(envs, HostEnvs)
+    assert isinstance(envs, HostEnvs) and not envs._packed
+    envs = HostEnvs(mine, torch.device("cpu"), packed=packed)
     obs = envs.reset([1, 2, 3])
     np.testing.assert_array_equal(obs.numpy(), theirs.reset(seed=[1, 2, 3])[0])
     rng = np.random.default_rng(0)
@@ -45,6 +48,7 @@ def test_a_host_vector_env_is_stepped_as_tensors_with_its_answer_laid_out_as_sam
         step, host = envs.step(given, stepping)
         want_obs, rewards, terminated, truncated, infos = theirs.step(actions)
         assert step.obs.dtype == step.rewards.dtype == torch.float64
+        assert step.terminated.dtype == torch.bool
         np.testing.assert_array_equal(step.obs.numpy(), want_obs)
         np.testing.assert_array_equal(step.rewards.numpy(), rewards)
         np.testing.assert_array_equal(host.rewards, rewards)

@@ -110,9 +110,14 @@ def finite_rows(*arrays: np.ndarray) -> np.ndarray:
 class HostEnvs:
     """A vector env of the numpy contract, seen as tensors on ``device``."""
 
-    def __init__(self, envs: gym.vector.VectorEnv, device: torch.device) -> None:
+    def __init__(
+        self, envs: gym.vector.VectorEnv, device: torch.device, packed: bool | None = None
+    ) -> None:
+        """``packed``: the answer goes to the device as one copy (the default off the CPU;
+        on the CPU its arrays are shared)."""
         self.envs, self.device, self.crossings = envs, torch.device(device), 0
         self._rest = rest_action(envs)
+        self._packed = self.device.type != "cpu" if packed is None else packed
 
     def reset(self, seeds: list[int | None]) -> Tensor:
         obs, _ = self.envs.reset(seed=seeds)
@@ -145,7 +150,7 @@ class HostEnvs:
         the CPU they are (``torch.from_numpy`` shares their memory), elsewhere one copy of
         them packed; one crossing."""
         self.crossings += 1
-        if self.device.type == "cpu":
+        if not self._packed:
             return [torch.from_numpy(a) for a in arrays]
         rows = len(arrays[0])
         packed = np.concatenate([a.reshape(rows, -1).astype(np.float64) for a in arrays], 1)

@@ -211,14 +211,13 @@ class CompiledUpdate:
             [[steps["critic"].next_step(), steps["actor"].next_step()] for steps in self._steps]
         )
         # The numbers of a step depend on an optimizer's settings and the step's count only:
-        # a population computes them once per distinct pair (its members mostly share both;
-        # their settings are fixed while they train). One learner computes them every step,
-        # so that a learning rate changed meanwhile takes effect.
+        # a population computes them once per distinct pair at each step (its members mostly
+        # share both; their settings are fixed while they train). One learner computes them
+        # every step, so that a learning rate changed meanwhile takes effect.
         self._settings_keys = [
             {name: _settings_key(learner, name) for name in ("critic", "actor")}
             for learner in self._learners
         ]
-        self._numbers: dict[tuple, list[float]] = {}
         #: The last packed numbers of each optimizer, with the step counts they are of.
         self._packed_numbers: dict[str, tuple[bytes, Tensor]] = {}
         first = self._steps[0]
@@ -243,13 +242,14 @@ class CompiledUpdate:
         if self._population and last is not None and last[0] == counts:
             return last[1]  # acting and the update read the same step's numbers
         rows = []
+        shared: dict[tuple, list[float]] = {}  # this step's only: kept, one entry per step
         for steps, keys, next_steps in zip(self._steps, self._settings_keys, self._next_steps):
-            key = (name, keys[name], int(next_steps[column]))
-            numbers = self._numbers.get(key) if self._population else None
+            key = (keys[name], int(next_steps[column]))
+            numbers = shared.get(key) if self._population else None
             if numbers is None:
-                numbers, layout = pytree.tree_flatten(steps[name].coefficients(key[2]))
+                numbers, layout = pytree.tree_flatten(steps[name].coefficients(key[1]))
                 self._coefficient_layout.setdefault(name, layout)  # the graph's, fixed
-                self._numbers[key] = numbers
+                shared[key] = numbers
             rows.append(numbers)
         packed = self._packed(rows)
         self._packed_numbers[name] = (counts, packed)
