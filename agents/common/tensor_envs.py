@@ -177,7 +177,8 @@ class DeviceEnvs:
     def step(self, actions: Tensor, stepping: np.ndarray | None = None) -> tuple[EnvStep, HostStep]:
         finite_actions = torch.isfinite(actions).flatten(1).all(1)
         valid = finite_actions
-        if stepping is not None and not stepping.all():
+        if stepping is not None and not stepping.all():  # some rows stopped: their mask
+            self.crossings += 1
             valid = valid & torch.as_tensor(stepping, device=self.device)
         step = self.envs.step_tensors(torch.where(valid[:, None], actions, self._rest))
         finite = torch.isfinite(step.final_obs).flatten(1).all(1) & torch.isfinite(step.rewards)

@@ -17,7 +17,9 @@ member; the rest is done once for all:
 
 * the members' envs are one vector env (:mod:`agents.common.vector_envs`, SAME_STEP
   autoreset), stepped with every member's action at once, its episodes reset within the
-  step (a single run's: its own env, :meth:`DDPG.learn`);
+  step (a single run's: its own env, :meth:`DDPG.learn`) — seen as tensors on the engine's
+  device (:mod:`agents.common.tensor_envs`: MuJoCo Warp's step there, the others through
+  the host), the host reading one :class:`~agents.common.tensor_envs.HostStep` a step;
 * the update is :func:`agents.ddpg.update.ddpg_update` vmapped over the members' leading
   dimension (one graph, one batched matrix product per layer, one optimizer step over
   stacked tensors: every rule of ``param_explore`` is elementwise or per layer), compiled as
