@@ -27,7 +27,6 @@ out the step as SAME_STEP autoreset does, so the two give the same numbers for t
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple, Protocol
 
 import gymnasium as gym
@@ -98,11 +97,7 @@ def rest_action(envs: gym.vector.VectorEnv) -> np.ndarray:
 
 
 def finite_rows(*arrays: np.ndarray) -> np.ndarray:
-    """Whether each row of ``arrays`` (the same rows) is finite in all of them: at once from
-    their sums where those are (the common case; a step's cost on a CPU), row by row
-    otherwise."""
-    if math.isfinite(sum(float(a.sum()) for a in arrays)):
-        return np.ones(len(arrays[0]), dtype=bool)
+    """Whether each row of ``arrays`` (the same rows) is finite in all of them."""
     rows = [np.isfinite(a).reshape(len(a), -1).all(1) for a in arrays]
     return np.logical_and.reduce(rows)
 
@@ -118,6 +113,9 @@ class HostEnvs:
         self.envs, self.device, self.crossings = envs, torch.device(device), 0
         self._rest = rest_action(envs)
         self._packed = self.device.type != "cpu" if packed is None else packed
+        #: every row finite: the common answer, one array (read, never written)
+        self._all_rows = np.ones(envs.num_envs, dtype=bool)
+        self._all_rows.flags.writeable = False
 
     def reset(self, seeds: list[int | None]) -> Tensor:
         obs, _ = self.envs.reset(seed=seeds)
@@ -127,23 +125,30 @@ class HostEnvs:
     def step(self, actions: Tensor, stepping: np.ndarray | None = None) -> tuple[EnvStep, HostStep]:
         self.crossings += 1
         actions = actions.cpu().numpy()
-        finite_actions = finite_rows(actions)
+        finite_actions = self._finite(actions)
         valid = finite_actions if stepping is None else finite_actions & stepping
         if not valid.all():
             actions = np.where(valid[:, None], actions, self._rest)
         obs, rewards, terminated, truncated, infos = self.envs.step(actions)
         # copies: the env may write into its own arrays at its next step
         obs = np.array(obs, dtype=np.float64)  # float32 observations exactly
-        next_obs = obs.copy()
+        next_obs = obs  # the same where no episode ended
         if "_final_obs" in infos:  # an ended episode's last observation is its s'
+            next_obs = obs.copy()
             for k in np.flatnonzero(infos["_final_obs"]):
                 next_obs[k] = infos["final_obs"][k]
         rewards = np.array(rewards, dtype=np.float64)
         terminated = np.array(terminated, dtype=bool)
-        finite = finite_rows(next_obs, rewards)
+        finite = self._finite(next_obs, rewards)
         host = HostStep(rewards, terminated, np.array(truncated, dtype=bool), finite_actions,
                         finite)  # fmt: skip
         return EnvStep(*self._on_device(obs, next_obs, rewards, terminated), infos), host
+
+    def _finite(self, *arrays: np.ndarray) -> np.ndarray:
+        """:func:`finite_rows`, the common answer (all) found with one check per array."""
+        if all(np.isfinite(a).all() for a in arrays):
+            return self._all_rows
+        return finite_rows(*arrays)
 
     def _on_device(self, *arrays: np.ndarray) -> list[Tensor]:
         """``arrays`` (the envs' answer, copies of their own) as tensors on the device: on
