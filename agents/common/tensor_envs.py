@@ -96,12 +96,6 @@ def rest_action(envs: gym.vector.VectorEnv) -> np.ndarray:
     return np.clip(0.0, space.low, space.high).astype(space.dtype)
 
 
-def finite_rows(*arrays: np.ndarray) -> np.ndarray:
-    """Whether each row of ``arrays`` (the same rows) is finite in all of them."""
-    rows = [np.isfinite(a).reshape(len(a), -1).all(1) for a in arrays]
-    return np.logical_and.reduce(rows)
-
-
 class HostEnvs:
     """A vector env of the numpy contract, seen as tensors on ``device``."""
 
@@ -145,10 +139,11 @@ class HostEnvs:
         return EnvStep(*self._on_device(obs, next_obs, rewards, terminated), infos), host
 
     def _finite(self, *arrays: np.ndarray) -> np.ndarray:
-        """:func:`finite_rows`, the common answer (all) found with one check per array."""
+        """Whether each row of ``arrays`` (the same rows) is finite in all of them; the
+        common answer (every row) found with one check per array."""
         if all(np.isfinite(a).all() for a in arrays):
             return self._all_rows
-        return finite_rows(*arrays)
+        return np.logical_and.reduce([np.isfinite(a).reshape(len(a), -1).all(1) for a in arrays])
 
     def _on_device(self, *arrays: np.ndarray) -> list[Tensor]:
         """``arrays`` (the envs' answer, copies of their own) as tensors on the device: on

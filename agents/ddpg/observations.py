@@ -64,7 +64,7 @@ class ObservationStatistics:
         self.sum += x.sum(dim=0)
         self.sumsq += x.square().sum(dim=0)
         self.count += len(x)
-        self._stack.publish([self._row])
+        self._stack.publish()
 
     def normalize(self, obs: Tensor) -> Tensor:
         """``obs`` as the networks see it."""
@@ -88,7 +88,7 @@ class ObservationStatistics:
         self.sum.copy_(sums[0])
         self.sumsq.copy_(sums[1])
         self.count.fill_(float(state["count"]))
-        self._stack.publish([self._row])
+        self._stack.publish()
 
 
 class StackedObservationStatistics:
@@ -126,33 +126,16 @@ class StackedObservationStatistics:
         self.sum.index_add_(0, index, x)
         self.sumsq.index_add_(0, index, x.square())
         self.count.index_add_(0, index, torch.ones_like(index, dtype=torch.float64))
-        self.publish(index)
+        self.publish()
 
-    def publish(self, rows: list[int] | Tensor | None = None) -> None:
-        """mean and std from the sums (of ``rows``, or every row), in float32 as
-        ``RunningMeanStd`` computes them, row by row."""
-        if rows is not None and len(rows) == len(self.count):
-            rows = None
-        if rows is None:  # in place, the fewest operations: a step's cost on a CPU
-            count = self.count[:, None]
-            self.mean.copy_(self.sum / count)  # rounded to float32 by the copy
-            self.std.copy_(self.sumsq / count)
-            self.std -= self.mean * self.mean
-            self.std.clamp_min_(MIN_VARIANCE).sqrt_()
-            return
-        where = torch.as_tensor(rows, device=self.sum.device)
-        mean, std = _moments(self.sum[where], self.sumsq[where], self.count[where])
-        self.mean.index_copy_(0, where, mean)
-        self.std.index_copy_(0, where, std)
-
-
-def _moments(total: Tensor, squares: Tensor, count: Tensor) -> tuple[Tensor, Tensor]:
-    """``RunningMeanStd``'s mean and std (l.25-26): the float64 quotients rounded to float32,
-    the rest in float32."""
-    count = count[..., None]
-    mean = (total / count).to(torch.float32)
-    variance = (squares / count).to(torch.float32) - mean.square()
-    return mean, variance.clamp_min(MIN_VARIANCE).sqrt()
+    def publish(self) -> None:
+        """mean and std from the sums, in float32 as ``RunningMeanStd`` computes them, every
+        row (a row whose sums did not change gets the values it had), in place."""
+        count = self.count[:, None]
+        self.mean.copy_(self.sum / count)  # the float64 quotient rounded to float32
+        self.std.copy_(self.sumsq / count)
+        self.std -= self.mean * self.mean
+        self.std.clamp_min_(MIN_VARIANCE).sqrt_()
 
 
 def _float64(values: np.ndarray | Tensor, device: torch.device) -> Tensor:
