@@ -1,10 +1,12 @@
 """A population's training step where its envs step: seed-steps per second and the
 host↔device transfers of one step.
 
-One population of N HalfCheetah-v4 members (Khan et al.'s 400-300 networks, ``vadam``, one
-update per step) is built on ``--device``, its envs from ``make_vector_env`` (``auto``: MuJoCo
-Warp on a CUDA device where it is installed, one ``mujoco.batch`` on the CPU; ``--backend``
-picks), warmed for ``--warmup`` steps past ``learning_starts`` (compiling its update), then
+One population of N members (``--task halfcheetah``: HalfCheetah-v4 with Khan et al.'s
+400-300 networks; ``--task sparse``: SparseMountainCar-v0 with the sparse study's 64-64
+networks and its normalised actions; ``vadam``, one update per step) is built on ``--device``,
+its envs from ``make_vector_env`` (``auto``: on a CUDA device MuJoCo Warp where it is installed,
+the car as torch code; on the CPU one ``mujoco.batch``, the numpy car; ``--backend`` picks),
+warmed for ``--warmup`` steps past ``learning_starts`` (compiling its update), then
 timed for ``--steps`` steps of training (no test episodes: ``benchmarks/population.py`` times
 whole runs). It prints, for each N of ``--members``:
 
@@ -16,7 +18,8 @@ whole runs). It prints, for each N of ``--members``:
   own, e.g. the applied-step flags its next coefficients read).
 
     python benchmarks/device_step.py [--device cpu|cuda] [--members 1 10 100]
-                                     [--steps 500] [--backend auto|warp|batch]
+                                     [--steps 500] [--backend auto|warp|torch|batch]
+                                     [--task halfcheetah|sparse]
 
 The CPU dry run (what CI's machines can do) is ``--device cpu --backend warp`` with Warp's CPU
 backend (its kernels compile once, minutes, then are cached); ``benchmarks/gpu_check.sh``
@@ -39,22 +42,32 @@ from agents.ddpg.engine import Engine
 from agents.ddpg.population import build_members
 from agents.settings import DDPGSettings
 
-ENV = "HalfCheetah-v4"
 #: a 100 k buffer: 1 000 members' fit a GPU's memory (1e6 each would take 168 GB)
 SETTINGS = {
     "strategy": "vadam",
-    "hidden_sizes": [400, 300],
     "learning_starts": 1000,
     "buffer_size": 100_000,
 }
+#: each task: its env, its networks, whether the learner acts in [−1, 1]
+TASKS = {
+    "halfcheetah": ("HalfCheetah-v4", {"hidden_sizes": [400, 300]}, False),
+    "sparse": (
+        "SparseMountainCar-v0",
+        {"hidden_sizes": [64, 64], "layer_norm": True, "normalize_observations": True},
+        True,
+    ),
+}
 
 
-def population(members: int, device: str, backend: str) -> Engine:
-    config = DDPGSettings.from_values(SETTINGS)
+def population(members: int, device: str, backend: str, task: str) -> Engine:
+    env, settings, normalize_actions = TASKS[task]
+    config = DDPGSettings.from_values({**SETTINGS, **settings})
     built = build_members(
-        [make_env(ENV) for _ in range(members)], [config] * members, list(range(members)), device
+        [make_env(env) for _ in range(members)], [config] * members, list(range(members)), device
     )
-    envs = make_vector_env(ENV, members, backend=backend, device=device)
+    envs = make_vector_env(
+        env, members, backend=backend, device=device, normalize_actions=normalize_actions
+    )
     return Engine(built.agents, envs, built.state)
 
 
@@ -84,12 +97,15 @@ def main() -> None:
     parser.add_argument("--members", type=int, nargs="+", default=[1, 10, 100])
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--warmup", type=int, default=50)
-    parser.add_argument("--backend", default="auto", choices=["auto", "warp", "batch"])
+    parser.add_argument("--backend", default="auto", choices=["auto", "warp", "torch", "batch"])
+    parser.add_argument("--task", default="halfcheetah", choices=sorted(TASKS))
     args = parser.parse_args()
-    print(f"{ENV} 400-300 vadam on {args.device} ({args.backend} envs); "
+    env, settings, _ = TASKS[args.task]
+    networks = "-".join(map(str, settings["hidden_sizes"]))
+    print(f"{env} {networks} vadam on {args.device} ({args.backend} envs); "
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")  # fmt: skip
     for members in args.members:
-        engine = population(members, args.device, args.backend)
+        engine = population(members, args.device, args.backend, args.task)
         callbacks = [Callback() for _ in range(members)]
         engine.learn(SETTINGS["learning_starts"] + args.warmup, callbacks)
         synchronize(args.device)

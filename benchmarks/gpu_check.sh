@@ -5,14 +5,15 @@
 # numpy, and its physics alone launched kernel by kernel and as a CUDA graph — whose kernels
 # every later stage then loads from the cache; then benchmarks/device_step.py: a population's
 # training step alone for DEVICE_MEMBERS (1 100 1000) members, seed-steps/s and host<->device
-# transfers per step (the engine's crossings and the CUDA profiler's copies); then
+# transfers per step (the engine's crossings and the CUDA profiler's copies), for HalfCheetah
+# and for the sparse car (device_step_sparse.log); then
 # benchmarks/population.py: MEMBERS (100)
 # members of the 400-300 HalfCheetah-v4 config as one population's whole run (its envs in
 # MuJoCo Warp), with the compiled update's share of the GPU's fp32 peak; then the CUDA tests
 # (single runs eager and compiled, the CLI with --resume, a population's update against the
 # CPU's, the Warp env on the GPU against gymnasium's and its CUDA graph against its kernels);
 # then LARGE (1000) members, a shorter run. Results go to $OUT (default ./gpu-check): a .log
-# per stage (device_step.log), warp_envs.json, population.json, population_large.json. Without MuJoCo Warp (the
+# per stage, warp_envs.json, population.json, population_large.json. Without MuJoCo Warp (the
 # `gpu` extra) its tests skip and its benchmark says so in one line.
 #
 #   bash benchmarks/gpu_check.sh                 # on the GPU machine, from the repo root
@@ -88,6 +89,10 @@ fi
 # shellcheck disable=SC2086  # DEVICE_MEMBERS is a list
 stage device_step.log python3 benchmarks/device_step.py --device "$DEVICE" \
   --members $DEVICE_MEMBERS --steps "$DEVICE_STEPS"
+# The same for the sparse study's car (torch code on the GPU, numpy on a CPU).
+# shellcheck disable=SC2086  # DEVICE_MEMBERS is a list
+stage device_step_sparse.log python3 benchmarks/device_step.py --device "$DEVICE" \
+  --task sparse --members $DEVICE_MEMBERS --steps "$DEVICE_STEPS"
 
 # A population's whole run: MEMBERS members of the 400-300 HalfCheetah-v4 config, the
 # protocol's test episodes included; --peak times the compiled update first, which fills

@@ -1,25 +1,30 @@
-"""MuJoCo Warp vector envs: env-steps per second for N worlds, on the device and through numpy.
+"""Vector envs that step on a device — MuJoCo Warp's, and the mountain car as torch code
+(``--env SparseMountainCar-v0``) —: env-steps per second for N worlds, on the device and
+through numpy, beside the project's numpy form of the env on the host.
 
-For each N of ``--worlds``, ``make_vector_env(ENV, N, backend="warp", device=DEVICE)``, reset,
-warmed up (the first steps compile Warp's kernels for the device, or load them from Warp's
-kernel cache), then ``--steps`` steps timed two ways, each with uniform random actions in
-[−1, 1] made on the device before the clock starts:
+For each N of ``--worlds``, ``make_vector_env(ENV, N, backend="warp" or "torch",
+device=DEVICE)``, reset, warmed up (the first steps compile Warp's kernels for the device, or
+load them from Warp's kernel cache), then ``--steps`` steps timed, each with uniform random
+actions in [−1, 1] made on the device before the clock starts:
 
 - ``tensors``: ``step_tensors`` — torch in, torch out, every result left on the device
   (what an engine that keeps the step on the device calls);
 - ``numpy``: ``step`` — the vector-env contract for today's engine: the actions' copy to the
   device, the results' one copy back, float64 and the infos;
-- on a CUDA device also the physics alone (the ``frame_skip`` ``mjw.step`` calls of one env
-  step, no reward, reset or torch work) two ways: ``physics`` launched kernel by kernel, and
-  ``physics-graph`` captured once as a CUDA graph (``wp.ScopedCapture``) and replayed: whether
-  a graph pays for the step's many small launches.
+- ``numpy-batch``: the env's numpy form (``backend="batch"``: ``mujoco.batch``, the numpy car)
+  on the host, the same actions: what a CPU run steps;
+- for MuJoCo Warp on a CUDA device also the physics alone (the ``frame_skip`` ``mjw.step``
+  calls of one env step, no reward, reset or torch work) two ways: ``physics`` launched
+  kernel by kernel, and ``physics-graph`` captured once as a CUDA graph (``wp.ScopedCapture``)
+  and replayed: whether a graph pays for the step's many small launches.
 
 The clock stops after ``torch.cuda.synchronize()`` (on a CUDA device). Results are printed
 and, with ``--json``, written as ``{"device": …, "env": …, "results": [{"worlds", "path",
 "steps", "seconds", "env_steps_per_s"}]}``. ``benchmarks/gpu_check.sh`` runs it on a GPU;
 on a CPU (``--device cpu``: Warp's CPU backend) it is a dry run, not a measurement.
 
-    python benchmarks/warp_envs.py [--env HalfCheetah-v4] [--worlds 100 1000] [--steps 200]
+    python benchmarks/warp_envs.py [--env HalfCheetah-v4|SparseMountainCar-v0]
+                                   [--worlds 100 1000] [--steps 200]
                                    [--device cuda] [--json FILE]
 """
 
@@ -33,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-from agents.common.vector_envs import make_vector_env
+from agents.common.vector_envs import WARP, make_vector_env
 
 WARMUP = 5
 
@@ -59,7 +64,8 @@ def _timed(env_id: str, worlds: int, path: str, calls: list, device: torch.devic
 
 def measure(env_id: str, worlds: int, steps: int, device: str) -> list[dict]:
     """Every path's env-steps/s for ``worlds`` copies of ``env_id``."""
-    vector = make_vector_env(env_id, worlds, backend="warp", device=device)
+    warp = env_id in WARP
+    vector = make_vector_env(env_id, worlds, backend="warp" if warp else "torch", device=device)
     vector.reset(seed=0)
     shape = vector.action_space.shape
     actions = [2 * torch.rand(shape, device=vector.device) - 1 for _ in range(steps)]
@@ -71,7 +77,11 @@ def measure(env_id: str, worlds: int, steps: int, device: str) -> list[dict]:
         _timed(env_id, worlds, "tensors", tensors, vector.device),
         _timed(env_id, worlds, "numpy", [partial(vector.step, a) for a in host], vector.device),
     ]
-    if vector.device.type == "cuda":
+    batch = make_vector_env(env_id, worlds, backend="batch")
+    batch.reset(seed=0)
+    calls = [partial(batch.step, a) for a in host]
+    results.append(_timed(env_id, worlds, "numpy-batch", calls, torch.device("cpu")))
+    if warp and vector.device.type == "cuda":
         results += _physics(vector, worlds, steps, env_id)
     vector.close()
     return results

@@ -109,3 +109,63 @@ def warp_cpu() -> str:
         vector.reset(seed=0)
         vector.step(np.zeros(vector.action_space.shape, dtype=np.float32))
     return "cpu"
+
+
+class NumpyFace:
+    """A device env (:mod:`agents.tasks.device_vector_env`) seen only through its numpy
+    contract: no ``step_tensors``, so the engine steps it through the host."""
+
+    def __new__(cls, envs):
+        import gymnasium as gym
+
+        return gym.vector.VectorWrapper(envs)
+
+
+def populations_both_ways(make_envs: Callable, env_id: str, limit: int, config, steps: int):
+    """Two populations of the same three members on the device env ``make_envs(n)`` (a time
+    limit of ``limit``): one stepping it on its device, one through its numpy face; both
+    trained ``steps`` steps and checked equal bit for bit — counts, weights, the buffer —
+    with one crossing a step against two (two more for action noise, SB3's processes on the
+    host). Returns each way's test episodes: every member's (mean, std) and final infos
+    (two episodes each, from ``make_envs``)."""
+    from agents.common.callbacks import Callback
+    from agents.common.envs import make_env
+    from agents.common.tensor_envs import DeviceEnvs, HostEnvs
+    from agents.ddpg.engine import Engine
+    from agents.ddpg.population import SharedTestEpisodes, build_members
+
+    seeds = [3, 5, 7]
+    ways = ((lambda envs: envs, DeviceEnvs), (NumpyFace, HostEnvs))
+    engines = []
+    for face, _ in ways:
+        members = build_members(
+            [make_env(env_id, max_episode_steps=limit) for _ in seeds], [config] * 3, seeds, "cpu"
+        )
+        engines.append(Engine(members.agents, face(make_envs(3)), members.state))
+    device, host = engines
+    assert isinstance(device.envs, DeviceEnvs) and isinstance(host.envs, HostEnvs)
+    for engine in engines:
+        engine.learn(steps, [Callback() for _ in seeds])
+    for mine, theirs in zip(device.members, host.members, strict=True):
+        assert mine.num_updates == theirs.num_updates > 0
+        assert mine.num_episodes == theirs.num_episodes == steps // limit
+        for p, q in zip(mine.actor.parameters(), theirs.actor.parameters(), strict=True):
+            assert torch.equal(p, q)
+        for p, q in zip(mine.critic.parameters(), theirs.critic.parameters(), strict=True):
+            assert torch.equal(p, q)
+    for name in ("obs", "actions", "rewards", "next_obs", "terminated"):
+        assert torch.equal(device.buffer.storage[name], host.buffer.storage[name])
+    noise = 2 if config.strategy.noise is not None else 0
+    assert device.crossings == steps * (1 + noise)
+    assert host.crossings == 1 + steps * (2 + noise)
+
+    results = []
+    for engine, (face, kind) in zip(engines, ways, strict=True):
+        tests = SharedTestEpisodes(engine, lambda n, face=face: face(make_envs(n)), episodes=2)
+        finals: list[list] = [[] for _ in engine.members]
+        runs = [tests.of(member, seed=100) for member in engine.members]
+        means = [run(m, 100, f) for run, m, f in zip(runs, engine.members, finals, strict=True)]
+        results.append((means, finals))
+        assert isinstance(tests._envs, kind)
+    assert results[0] == results[1]
+    return results[0]

@@ -191,3 +191,42 @@ def test_a_population_on_mujoco_warp_keeps_its_step_on_the_gpu():
     runs = [tests.of(member, seed=10) for member in population.members]
     mean, _ = runs[0](population.members[0], 10, [])
     assert np.isfinite(mean) and isinstance(tests._envs, DeviceEnvs)
+
+
+def test_a_sparse_population_keeps_its_step_on_the_gpu():
+    """Three members of the sparse study's car on a CUDA device step the car as torch code
+    there (``auto`` on a GPU), its actions normalised on the device: one packed copy a step,
+    the buffer and the statistics on the GPU, the test episodes' success reported from the
+    device envs."""
+    from agents.common.callbacks import Callback
+    from agents.common.tensor_envs import DeviceEnvs
+    from agents.ddpg.engine import Engine
+    from agents.ddpg.population import SharedTestEpisodes, build_members
+    from agents.settings import DDPGSettings
+    from agents.tasks.torch_mountain_car import TorchMountainCar
+
+    config = DDPGSettings.from_values(
+        {"strategy": "vadam", "normalize_observations": True, "compile": False, **SMALL}
+    )
+    env = "SparseMountainCar-v0"
+    envs = make_vector_env(env, 3, max_episode_steps=80, normalize_actions=True, device="cuda")
+    assert isinstance(envs.unwrapped, TorchMountainCar)
+    members = build_members(
+        [make_env(env, max_episode_steps=80) for _ in range(3)], [config] * 3, [0, 1, 2], "cuda"
+    )
+    population = Engine(members.agents, envs, members.state)
+    assert isinstance(population.envs, DeviceEnvs)
+    population.learn(200, [Callback() for _ in range(3)])
+    assert population.crossings == 200
+    assert population.buffer.storage["obs"].is_cuda
+    assert all(m.num_updates > 0 and m.num_episodes == 2 for m in population.members)
+    tests = SharedTestEpisodes(
+        population,
+        lambda n: make_vector_env(env, n, max_episode_steps=80, device="cuda"),
+        episodes=2,
+    )
+    finals: list = []
+    mean, _ = tests.of(population.members[0], seed=10)(population.members[0], 10, finals)
+    assert [set(final) for final in finals] == [{"is_success"}] * 2
+    assert mean == np.mean([final["is_success"] for final in finals])  # 1 at the goal
+    assert isinstance(tests._envs, DeviceEnvs)

@@ -5,18 +5,15 @@ through the host — the device path is the same computation with fewer crossing
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
-from agents.common.callbacks import Callback
-from agents.common.envs import make_env
-from agents.common.tensor_envs import DeviceEnvs, HostEnvs, tensor_envs
+from agents.common.tensor_envs import HostEnvs, tensor_envs
 from agents.common.vector_envs import make_vector_env
-from agents.ddpg.engine import Engine
-from agents.ddpg.population import SharedTestEpisodes, build_members
 from agents.settings import DDPGSettings
+
+from conftest import populations_both_ways
 
 
 @pytest.mark.parametrize("packed", [False, True])
@@ -67,72 +64,26 @@ def test_a_host_vector_env_is_stepped_as_tensors_with_its_answer_laid_out_as_sam
 
 
 SMALL = {"hidden_sizes": [16, 16], "learning_starts": 40, "batch_size": 16, "compile": False}
-SEEDS = [3, 5, 7]
-
-
-@pytest.fixture(scope="module")
-def warp_envs(warp_cpu):
-    """Two Warp HalfCheetah envs of three copies on Warp's CPU backend, a 30-step limit."""
-    return [
-        make_vector_env("HalfCheetah-v4", 3, max_episode_steps=30, backend="warp", device="cpu")
-        for _ in range(2)
-    ]
-
-
-class NumpyFace(gym.vector.VectorWrapper):
-    """The Warp env seen only through its numpy contract (no ``step_tensors``)."""
 
 
 @pytest.mark.slow
 @pytest.mark.warp
 @pytest.mark.parametrize("strategy", ["vadam", "ou-action"])
 def test_a_population_on_mujoco_warp_steps_on_the_device_as_it_steps_through_the_host(
-    warp_envs, strategy
+    warp_cpu, strategy
 ):
     """Three members on Warp's CPU backend: stepped on the device (``step_tensors``: the
     observations, rewards and flags never leave it; the host gets one packed copy a step)
     and through the host (the same env's numpy face: the actions out, the answer back)
-    they make the same transitions, the same updates and the same weights, bit for bit —
-    with one crossing a step against two. ``ou-action``'s action noise is its members'
-    own processes on the host: two crossings more a step, counted."""
+    they make the same transitions, the same updates, the same weights and the same test
+    episodes, bit for bit — with one crossing a step against two. ``ou-action``'s action
+    noise is its members' own processes on the host: two crossings more a step, counted."""
     config = DDPGSettings.from_values({"strategy": strategy, **SMALL})
-    engines = []
-    for envs in (warp_envs[0], NumpyFace(warp_envs[1])):
-        members = build_members(
-            [make_env("HalfCheetah-v4", max_episode_steps=30) for _ in SEEDS],
-            [config] * 3, SEEDS, "cpu",
-        )  # fmt: skip
-        engines.append(Engine(members.agents, envs, members.state))
-    device, host = engines
-    assert isinstance(device.envs, DeviceEnvs) and isinstance(host.envs, HostEnvs)
-    steps = 70
-    for engine in engines:
-        engine.learn(steps, [Callback() for _ in SEEDS])
-    for mine, theirs in zip(device.members, host.members, strict=True):
-        assert mine.num_updates == theirs.num_updates > 0
-        assert mine.num_episodes == theirs.num_episodes == 2
-        for p, q in zip(mine.actor.parameters(), theirs.actor.parameters(), strict=True):
-            assert torch.equal(p, q)
-        for p, q in zip(mine.critic.parameters(), theirs.critic.parameters(), strict=True):
-            assert torch.equal(p, q)
-    for name in ("obs", "actions", "rewards", "next_obs", "terminated"):
-        assert torch.equal(device.buffer.storage[name], host.buffer.storage[name])
-    noise = 2 if strategy == "ou-action" else 0
-    assert device.crossings == steps * (1 + noise)
-    assert host.crossings == 1 + steps * (2 + noise)
 
-    # the members' test episodes (μ, two episodes each, a 30-step limit), both ways
-    results = []
-    for engine, face in ((device, lambda envs: envs), (host, NumpyFace)):
-        tests = SharedTestEpisodes(
-            engine,
-            lambda n, face=face: face(make_vector_env(
-                "HalfCheetah-v4", n, max_episode_steps=30, backend="warp", device="cpu"
-            )),
-            episodes=2,
-        )  # fmt: skip
-        runs = [tests.of(member, seed=100) for member in engine.members]
-        results.append([run(member, 100, []) for run, member in zip(runs, engine.members)])
-        assert isinstance(tests._envs, DeviceEnvs if engine is device else HostEnvs)
-    assert results[0] == results[1]
-    assert len({mean for mean, _ in results[0]}) == 3  # each member's own policy
+    def cheetahs(n: int):
+        return make_vector_env(
+            "HalfCheetah-v4", n, max_episode_steps=30, backend="warp", device="cpu"
+        )
+
+    means, _ = populations_both_ways(cheetahs, "HalfCheetah-v4", 30, config, steps=70)
+    assert len({mean for mean, _ in means}) == 3  # each member's own policy

@@ -378,7 +378,7 @@ def test_the_backend_is_chosen_by_name_and_device(monkeypatch):
         "BatchedLocomotion"
     )
     assert isinstance(make_vector_env("HalfCheetah-v4", 2, backend="loop"), LoopVectorEnv)
-    with pytest.raises(ConfigError, match="backend must be one of auto, warp, batch, loop"):
+    with pytest.raises(ConfigError, match="backend must be one of auto, warp, torch, batch, loop"):
         make_vector_env("HalfCheetah-v4", 2, backend="gpu")
     with pytest.raises(ConfigError, match="Pendulum-v1 has no MuJoCo Warp implementation"):
         make_vector_env("Pendulum-v1", 2, backend="warp")

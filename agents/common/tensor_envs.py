@@ -8,9 +8,10 @@ bookkeeping and checks read (:class:`HostStep`).
 
 Two implementations of one contract (:class:`TensorEnvs`), chosen by :func:`tensor_envs`:
 
-* :class:`DeviceEnvs` — a vector env that steps on the device itself (MuJoCo Warp's,
-  :meth:`agents.tasks.warp_locomotion.WarpLocomotion.step_tensors`): only the
-  :class:`HostStep` crosses, one packed copy.
+* :class:`DeviceEnvs` — a vector env that steps on the device itself
+  (:meth:`agents.tasks.device_vector_env.DeviceVectorEnv.step_tensors`: MuJoCo Warp's tasks,
+  the mountain car as torch code): only the :class:`HostStep` crosses, one packed copy (with
+  the episodes' success where the task reports it).
 * :class:`HostEnvs` — a vector env of the numpy contract (:mod:`agents.common.vector_envs`:
   ``mujoco.batch``, the array tasks, a loop of gymnasium envs, a single run's
   :class:`~agents.common.vector_envs.OneEnv`): the actions cross to the host and the answer
@@ -46,8 +47,9 @@ class EnvStep(NamedTuple):
     rewards: Tensor
     #: (N,) bool
     terminated: Tensor
-    #: the vector env's infos on the host (through :class:`HostEnvs`: an episode's success,
-    #: ``final_info``); {} for envs that step on the device (their tasks report none)
+    #: the vector env's infos on the host (through :class:`HostEnvs`, all of them; through
+    #: :class:`DeviceEnvs`, an ended episode's success in ``final_info`` where the task
+    #: reports one, in the packed copy)
     infos: dict
 
 
@@ -183,11 +185,24 @@ class DeviceEnvs:
         step = self.envs.step_tensors(torch.where(valid[:, None], actions, self._rest))
         finite = torch.isfinite(step.final_obs).flatten(1).all(1) & torch.isfinite(step.rewards)
         flags = [step.rewards, step.terminated, step.truncated, finite_actions, finite]
+        success = step.entries.get("is_success")
+        if success is not None:
+            flags.append(success)
         self.crossings += 1  # the step's one copy to the host
         host = torch.stack([f.to(torch.float64) for f in flags], dim=1).cpu().numpy()
         bits = host[:, 1:] > 0
         host_step = HostStep(host[:, 0], bits[:, 0], bits[:, 1], bits[:, 2], bits[:, 3])
-        return EnvStep(step.obs, step.final_obs, step.rewards, step.terminated, {}), host_step
+        infos = {} if success is None else _final_success(bits[:, 4], bits[:, 0] | bits[:, 1])
+        return EnvStep(step.obs, step.final_obs, step.rewards, step.terminated, infos), host_step
+
+
+def _final_success(succeeded: np.ndarray, done: np.ndarray) -> dict:
+    """The ended episodes' success as the vector contract lays out ``final_info``
+    (:mod:`agents.common.vector_envs`); {} where no episode ended."""
+    if not np.count_nonzero(done):
+        return {}
+    final = {"is_success": succeeded & done, "_is_success": done.copy()}
+    return {"final_info": final, "_final_info": done.copy()}
 
 
 def tensor_envs(envs: gym.vector.VectorEnv, device: torch.device | str) -> TensorEnvs:

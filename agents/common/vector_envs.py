@@ -14,8 +14,13 @@ A population steps its members' envs, and a test phase its members' test episode
 * ``warp``: the MuJoCo Warp implementation (:data:`WARP`; the optional extra ``gpu``) on the
   ``device`` asked for — a CUDA device, or Warp's CPU backend for ``cpu``; an id without one,
   or MuJoCo Warp not installed, is one :class:`ConfigError` line;
-* ``auto`` (the default): ``warp`` on a CUDA device for an id in :data:`WARP` when MuJoCo
-  Warp is installed (without it the log says once how to install it), ``batch`` otherwise.
+* ``torch``: the array task as torch code on the ``device`` asked for (:data:`TORCH`: the
+  mountain car, :mod:`agents.tasks.torch_mountain_car`), any device, the CPU included; an id
+  without one is one :class:`ConfigError` line;
+* ``auto`` (the default): on a CUDA device ``torch`` for an id in :data:`TORCH`, ``warp`` for
+  an id in :data:`WARP` when MuJoCo Warp is installed (without it the log says once how to
+  install it); ``batch`` otherwise (on a CPU always: its numpy tasks equal their single envs
+  bit for bit).
 
 **The contract** every vector env this module returns keeps, so that its user cannot tell
 the two apart but by speed:
@@ -52,9 +57,9 @@ an autoreset draws the start states of the copies that finished, in row order (o
 for all of them). With ``None`` among the seeds, the generator takes fresh entropy. A
 :class:`LoopVectorEnv` seeds each copy as ``SyncVectorEnv`` does.
 
-The Warp envs keep the contract to a tolerance instead (float32 physics), draw their start
-states from a ``torch.Generator`` on their device, and also step as torch tensors on the
-device without a copy (:mod:`agents.tasks.warp_locomotion`).
+The Warp envs and the torch tasks keep the contract to a tolerance instead (float32
+arithmetic), draw their start states from a ``torch.Generator`` on their device, and also step
+as torch tensors on the device without a copy (:mod:`agents.tasks.device_vector_env`).
 
 Measured (N = 10 copies, random actions, 2 s each, side by side on a 2-core machine that
 others loaded): ``SparseMountainCar-v0`` batched 95 k env-steps/s against the loop's 39 k
@@ -106,12 +111,25 @@ WARP: dict[str, str] = {
     "Hopper-v4": "agents.tasks.warp_locomotion:warp_locomotion",
 }
 
+#: env id → ``"module:callable"`` of its implementation as torch code on a device (the array
+#: tasks: :mod:`agents.tasks.torch_mountain_car`), with ``WARP``'s arguments and answers.
+TORCH: dict[str, str] = {
+    "SparseMountainCar-v0": "agents.tasks.torch_mountain_car:torch_mountain_car",
+    "MountainCarContinuous-v0": "agents.tasks.torch_mountain_car:torch_mountain_car",
+}
+
 #: What the ``warp`` backend imports, and the extra that installs it (pyproject.toml).
 WARP_MODULES = ("warp", "mujoco_warp")
 WARP_INSTALL = "pip install 'param-explore[gpu]'"
 
+#: The kinds that step on the run's device: their tables and their names in an error line.
+ON_DEVICE: dict[str, tuple[dict[str, str], str]] = {
+    "warp": (WARP, "MuJoCo Warp"),
+    "torch": (TORCH, "torch"),
+}
+
 #: The kinds of vector env :func:`make_vector_env` builds (module docstring).
-BACKENDS = ("auto", "warp", "batch", "loop")
+BACKENDS = ("auto", "warp", "torch", "batch", "loop")
 
 _said: set[str] = set()
 
@@ -210,17 +228,18 @@ def make_vector_env(
     if backend not in BACKENDS:
         raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     kind = backend
-    if backend in ("auto", "warp"):
+    if backend in ("auto", "warp", "torch"):
         device = resolve_device(device)
-        kind = _warp_or_batch(env_id, backend, device)
+        kind = _on_device_or_batch(env_id, backend, device)
     single = make_env(env_id, env_kwargs, max_episode_steps)
     limit = episode_limit(single)
     vector = None
-    if kind == "warp":
-        vector = _implementation(WARP[env_id])(single, num_envs, limit, str(device))
-        if vector is None and backend == "warp":
+    if kind in ON_DEVICE:
+        table, name = ON_DEVICE[kind]
+        vector = _implementation(table[env_id])(single, num_envs, limit, str(device))
+        if vector is None and backend == kind:
             single.close()
-            raise ConfigError(f"{env_id} with these settings has no MuJoCo Warp implementation")
+            raise ConfigError(f"{env_id} with these settings has no {name} implementation")
     if vector is None and kind != "loop":
         entry_point = BATCHED.get(env_id)
         if entry_point is not None:
@@ -237,7 +256,8 @@ def make_vector_env(
     else:
         single.close()
     if normalize_actions:
-        vector = NormalizedVectorActions(vector)
+        on_device = hasattr(vector, "step_tensors")
+        vector = (NormalizedDeviceActions if on_device else NormalizedVectorActions)(vector)
     return vector
 
 
@@ -246,9 +266,17 @@ def _implementation(entry_point: str) -> Callable[..., VectorEnv | None]:
     return getattr(importlib.import_module(module), name)
 
 
-def _warp_or_batch(env_id: str, backend: str, device: torch.device) -> str:
-    """``auto`` and ``warp`` resolved: ``warp`` where it applies and can be imported (a
-    ``warp`` that cannot is one error line), ``batch`` otherwise."""
+def _on_device_or_batch(env_id: str, backend: str, device: torch.device) -> str:
+    """``auto``, ``warp`` and ``torch`` resolved: on a CUDA device ``auto`` is ``torch`` for an
+    array task, ``warp`` for a MuJoCo task where MuJoCo Warp can be imported; a ``warp`` or
+    ``torch`` that cannot apply is one error line; ``batch`` otherwise."""
+    if backend == "torch" or (backend == "auto" and device.type == "cuda" and env_id in TORCH):
+        if env_id not in TORCH:
+            raise ConfigError(
+                f"{env_id} has no torch implementation (the torch backend steps "
+                f"{', '.join(sorted(TORCH))})"
+            )
+        return "torch"
     if backend == "auto" and (device.type != "cuda" or env_id not in WARP):
         return "batch"
     if env_id not in WARP:
@@ -317,3 +345,27 @@ class NormalizedVectorActions(gym.vector.VectorActionWrapper):
 
     def pop_coverage(self) -> list[dict[str, float]]:
         return self.env.pop_coverage()
+
+
+class NormalizedDeviceActions(NormalizedVectorActions):
+    """:class:`NormalizedVectorActions` for a vector env that steps on its device
+    (:mod:`agents.tasks.device_vector_env`): its device face keeps the step there, the same
+    map (float64, clipped, the space's dtype) computed in torch."""
+
+    def __init__(self, env: VectorEnv) -> None:
+        super().__init__(env)
+        self.device = env.device
+        space = env.single_action_space
+        self._low = torch.as_tensor(space.low, dtype=torch.float64, device=self.device)
+        self._high = torch.as_tensor(space.high, dtype=torch.float64, device=self.device)
+        self._dtype = torch.from_numpy(np.zeros(0, space.dtype)).dtype
+
+    def reset_tensors(
+        self, seed: int | list[int | None] | None = None, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return self.env.reset_tensors(seed, mask)
+
+    def step_tensors(self, actions: torch.Tensor) -> Any:
+        low, high = self._low, self._high
+        scaled = low + (actions.to(torch.float64) + 1.0) * 0.5 * (high - low)
+        return self.env.step_tensors(torch.clamp(scaled, low, high).to(self._dtype))

@@ -28,7 +28,13 @@ from .report import Coverage
 
 class BatchedReport:
     """:class:`agents.tasks.report.TaskReport` for N copies at once: success in each copy's
-    episode, and each copy's extremes over the window since the last ``pop_coverage``."""
+    episode, and each copy's extremes over the window since the last ``pop_coverage``.
+
+    Its step (:meth:`record`) is written once for numpy arrays and torch tensors (``_xp``,
+    the array module: :class:`agents.tasks.device_vector_env.TensorReport` keeps the same
+    arrays on a torch device)."""
+
+    _xp: Any = np
 
     def __init__(self, coverage: Coverage, num_envs: int) -> None:
         self.coverage = coverage
@@ -39,28 +45,42 @@ class BatchedReport:
     def start_episode(self, ids: np.ndarray) -> None:
         self.succeeded[ids] = False
 
-    def record(self, goal_reached: np.ndarray, **values: np.ndarray) -> dict[str, np.ndarray]:
+    def record(self, goal_reached: Any, **values: Any) -> dict[str, Any]:
         """One step of every copy; returns its ``is_success`` entry, as the single env's."""
+        xp = self._xp
         self.succeeded |= goal_reached
         first = ~self._recorded
         for name in self.coverage.highest:
-            window, value = self._window[f"{name}_max"], np.asarray(values[name], np.float64)
-            window[:] = np.where(first, value, np.maximum(window, value))
+            window, value = self._window[f"{name}_max"], self._float64(values[name])
+            window[:] = xp.where(first, value, xp.maximum(window, value))
         for name in self.coverage.lowest:
-            window, value = self._window[f"{name}_min"], np.asarray(values[name], np.float64)
-            window[:] = np.where(first, value, np.minimum(window, value))
+            window, value = self._window[f"{name}_min"], self._float64(values[name])
+            window[:] = xp.where(first, value, xp.minimum(window, value))
         self._recorded[:] = True
-        return {"is_success": self.succeeded.copy()}
+        return {"is_success": self._copy(self.succeeded)}
 
     def pop_coverage(self) -> list[dict[str, float]]:
         """Each copy's extremes ({} for a copy with no step since the last call)."""
         names = list(self._window)
+        windows, recorded = self._host_windows()
         rows = [
-            {name: float(self._window[name][i]) for name in names} if recorded else {}
-            for i, recorded in enumerate(self._recorded)
+            {name: float(windows[k][i]) for k, name in enumerate(names)} if recorded[i] else {}
+            for i in range(len(recorded))
         ]
         self._recorded[:] = False
         return rows
+
+    @staticmethod
+    def _float64(values: Any) -> Any:
+        return np.asarray(values, np.float64)
+
+    @staticmethod
+    def _copy(values: Any) -> Any:
+        return values.copy()
+
+    def _host_windows(self) -> tuple[Any, np.ndarray]:
+        """The windows (one per name, in order) and which copies recorded, on the host."""
+        return list(self._window.values()), self._recorded
 
 
 class BatchedEnv(VectorEnv):
