@@ -12,7 +12,8 @@
 # MuJoCo Warp), with the compiled update's share of the GPU's fp32 peak; then the CUDA tests
 # (single runs eager and compiled, the CLI with --resume, a population's update against the
 # CPU's, the Warp env on the GPU against gymnasium's and its CUDA graph against its kernels);
-# then LARGE (1000) members, a shorter run. Results go to $OUT (default ./gpu-check): a .log
+# then LARGE (1000) members, a shorter run; then the sparse tasks' device envs (the cart-pole in
+# MuJoCo Warp, the car as torch code). Results go to $OUT (default ./gpu-check): a .log
 # per stage, warp_envs.json, population.json, population_large.json. Without MuJoCo Warp (the
 # `gpu` extra) its tests skip and its benchmark says so in one line.
 #
@@ -46,7 +47,7 @@ WORLDS=${WORLDS:-100 1000}
 WARP_STEPS=${WARP_STEPS:-200}
 DEVICE_MEMBERS=${DEVICE_MEMBERS:-1 100 1000}
 DEVICE_STEPS=${DEVICE_STEPS:-300}
-TESTS=${TESTS:-gpu}      # pytest -k of the CUDA tests
+TESTS=${TESTS:-gpu or cuda}  # pytest -k of the CUDA tests
 PEAK=${PEAK:---peak}     # PEAK= skips the update's timing (a rerun that has it)
 STAGE_LIMIT=${STAGE_LIMIT:-200}  # seconds each stage may take: a late one still reports
 mkdir -p "$OUT"
@@ -103,11 +104,22 @@ stage population.log python3 benchmarks/population.py --device "$DEVICE" --worke
   --json "$OUT/population.json"
 
 stage pytest.log python3 -m pytest -q -rA -n "${TEST_WORKERS:-4}" -p no:cacheprovider tests/test_cuda.py \
-  tests/test_population.py -k "$TESTS"
+  tests/test_population.py tests/test_torch_mountain_car.py -k "$TESTS"
 
 if [ -n "$LARGE" ]; then  # the large population, a shorter run
   stage population_large.log python3 benchmarks/population.py --device "$DEVICE" --workers 1 --tasks halfcheetah \
     --members $LARGE --modes population --steps-halfcheetah "$LARGE_STEPS" --peak --cold \
     --set buffer_size=100000 --json "$OUT/population_large.json"
 fi
+
+# Last, the sparse tasks' device envs: the cart-pole in MuJoCo Warp (one CUDA graph a
+# MuJoCo step, Box2D's rotation limit in torch between) and the car as torch code.
+if python3 -c "import mujoco_warp" 2>/dev/null; then
+  # shellcheck disable=SC2086  # WORLDS is a list
+  stage warp_envs_cartpole.log python3 benchmarks/warp_envs.py --device "$DEVICE" \
+    --env SparseCartpoleSwingup-v0 --worlds $WORLDS --steps "$WARP_STEPS"
+fi
+# shellcheck disable=SC2086  # WORLDS is a list
+stage car_envs.log python3 benchmarks/warp_envs.py --device "$DEVICE" --env SparseMountainCar-v0 \
+  --worlds $WORLDS --steps "$WARP_STEPS"
 exit "$status"

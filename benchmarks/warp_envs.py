@@ -88,7 +88,7 @@ def measure(env_id: str, worlds: int, steps: int, device: str) -> list[dict]:
 
 
 def _physics(vector, worlds: int, steps: int, env_id: str) -> list[dict]:
-    """The env step's physics alone (``WarpLocomotion._physics``), kernel by kernel and as
+    """The env step's physics alone (``WarpBatchEnv._physics``), kernel by kernel and as
     its replayed CUDA graph."""
     results = []
     for path, graph in (("physics", False), ("physics-graph", True)):

@@ -125,9 +125,10 @@ def populations_both_ways(make_envs: Callable, env_id: str, limit: int, config, 
     """Two populations of the same three members on the device env ``make_envs(n)`` (a time
     limit of ``limit``): one stepping it on its device, one through its numpy face; both
     trained ``steps`` steps and checked equal bit for bit — counts, weights, the buffer —
-    with one crossing a step against two (two more for action noise, SB3's processes on the
-    host). Returns each way's test episodes: every member's (mean, std) and final infos
-    (two episodes each, from ``make_envs``)."""
+    with one crossing a step against two (and, for the Ornstein-Uhlenbeck noise's state,
+    one more at each step where episodes start: which rows restart). Returns each way's
+    test episodes: every member's (mean, std) and final infos (two episodes each)."""
+    from agents.common.action_noise import OrnsteinUhlenbeckActionNoise
     from agents.common.callbacks import Callback
     from agents.common.envs import make_env
     from agents.common.tensor_envs import DeviceEnvs, HostEnvs
@@ -155,9 +156,10 @@ def populations_both_ways(make_envs: Callable, env_id: str, limit: int, config, 
             assert torch.equal(p, q)
     for name in ("obs", "actions", "rewards", "next_obs", "terminated"):
         assert torch.equal(device.buffer.storage[name], host.buffer.storage[name])
-    noise = 2 if config.strategy.noise is not None else 0
-    assert device.crossings == steps * (1 + noise)
-    assert host.crossings == 1 + steps * (2 + noise)
+    stateful = config.strategy.noise is OrnsteinUhlenbeckActionNoise
+    restarts = -(-steps // limit) if stateful else 0  # the steps where episodes start
+    assert device.crossings == steps + restarts
+    assert host.crossings == 1 + 2 * steps + restarts
 
     results = []
     for engine, (face, kind) in zip(engines, ways, strict=True):

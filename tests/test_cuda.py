@@ -156,7 +156,7 @@ def test_a_warp_env_step_replayed_as_a_cuda_graph_is_the_step_launched_kernel_by
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
         for x in ("qpos", "qvel", "qacc_warmstart"):  # in step: the next one starts equal
             getattr(eager, x).copy_(getattr(graph, x))
-    assert graph._graph is not None and eager._graph is None
+    assert graph._graphs.keys() == {"step"} and not eager._graphs
 
 
 def test_a_population_on_mujoco_warp_keeps_its_step_on_the_gpu():
@@ -230,3 +230,29 @@ def test_a_sparse_population_keeps_its_step_on_the_gpu():
     assert [set(final) for final in finals] == [{"is_success"}] * 2
     assert mean == np.mean([final["is_success"] for final in finals])  # 1 at the goal
     assert isinstance(tests._envs, DeviceEnvs)
+
+
+@pytest.mark.parametrize("env_id", ["SparseCartpoleSwingup-v0", "SparseHalfCheetah-v5"])
+def test_a_sparse_mujoco_task_on_the_gpu_replayed_as_cuda_graphs_is_its_kernels(env_id):
+    """A Box2D model's step — one graph a MuJoCo step, its rotation limit (torch) between —
+    and the sparse half-cheetah's — the step's graph, then its positions' stage — replayed
+    as CUDA graphs give what their kernels launched one by one give (to float32 rounding)."""
+    pytest.importorskip(
+        "mujoco_warp", reason="MuJoCo Warp is the optional extra: pip install 'param-explore[gpu]'"
+    )
+    n = 16
+    graph, eager = (make_vector_env(env_id, n, device="cuda") for _ in range(2))
+    eager.use_graph = False
+    graph.reset(seed=1)
+    eager.reset(seed=1)
+    width = graph.single_action_space.shape[0]
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        actions = torch.as_tensor(rng.uniform(-1, 1, (n, width)), dtype=torch.float32,
+                                  device="cuda")  # fmt: skip
+        got, want = graph.step_tensors(actions), eager.step_tensors(actions)
+        for a, b in zip(got[:5], want[:5], strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+        for x in ("qpos", "qvel", "qacc_warmstart"):
+            getattr(eager, x).copy_(getattr(graph, x))
+    assert graph._graphs and not eager._graphs

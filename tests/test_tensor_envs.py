@@ -76,8 +76,8 @@ def test_a_population_on_mujoco_warp_steps_on_the_device_as_it_steps_through_the
     observations, rewards and flags never leave it; the host gets one packed copy a step)
     and through the host (the same env's numpy face: the actions out, the answer back)
     they make the same transitions, the same updates, the same weights and the same test
-    episodes, bit for bit — with one crossing a step against two. ``ou-action``'s action
-    noise is its members' own processes on the host: two crossings more a step, counted."""
+    episodes, bit for bit — with one crossing a step against two; ``ou-action``'s action
+    noise on the device too (its processes' restarts counted)."""
     config = DDPGSettings.from_values({"strategy": strategy, **SMALL})
 
     def cheetahs(n: int):

@@ -182,7 +182,7 @@ def test_a_population_of_the_torch_car_steps_on_its_device_as_through_the_host(s
     """Three members on the torch car: stepped on its device (one packed copy a step) and
     through the host (the same car's numpy face), the same transitions, updates, weights
     and test episodes, success included, bit for bit — with one crossing a step against two
-    (``ou-action``'s noise: two more); with the sparse study's ``normalize_actions`` too."""
+    (``ou-action``'s noise on the device too); with the sparse study's ``normalize_actions``."""
     config = DDPGSettings.from_values({"strategy": strategy, **SMALL})
 
     def cars(n: int):

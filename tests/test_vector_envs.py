@@ -13,8 +13,10 @@ import sys
 from typing import Any
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 import pytest
+import torch
 
 import agents  # noqa: F401  (registers the tasks)
 from agents.common import vector_envs
@@ -22,6 +24,7 @@ from agents.common.envs import coverage_statistics, make_env, with_action_range
 from agents.common.errors import ConfigError
 from agents.common.vector_envs import LoopVectorEnv, OneEnv, make_vector_env
 from agents.tasks import with_task_report
+from agents.tasks.warp_batch import WarpBatchEnv
 
 from conftest import WARP_TOLERANCE
 
@@ -223,13 +226,16 @@ def test_the_batched_cars_start_states_are_one_draw_from_the_single_cars_range()
     assert -0.6 <= many.position.min() < -0.59 and -0.41 < many.position.max() < -0.4
 
 
-def start_both(vector: gym.vector.VectorEnv, singles: list[gym.Env], place) -> None:
+def start_both(
+    vector: gym.vector.VectorEnv, singles: list[gym.Env], place, rtol: float = 1e-12
+) -> None:
     """Four copies started from seeds, each single env reset, then put at its copy's start
-    state (``place(i)`` returns its observation there, which must be the copy's)."""
+    state (``place(i)`` returns its observation there, which must be the copy's, to
+    ``rtol``, relative and absolute)."""
     obs, _ = vector.reset(seed=[7, 8, 9, 10])
     for single in singles:
         single.reset(seed=0)
-    np.testing.assert_allclose(obs, np.stack([place(i) for i in range(4)]), rtol=1e-12)
+    np.testing.assert_allclose(obs, np.stack([place(i) for i in range(4)]), rtol=rtol, atol=rtol)
 
 
 # --------------------------------------------------------------------------------- MuJoCo
@@ -279,7 +285,7 @@ def test_a_batched_mujoco_task_is_its_gymnasium_env_step_by_step(env_id, env_kwa
         env.set_state(vector.qpos[i].copy(), vector.qvel[i].copy())
         return env._get_obs()
 
-    start_both(vector, singles, place)
+    start_both(vector, singles, place, rtol=1e-6)  # a centre of mass: float32's
     rng = np.random.default_rng(2)
     high = vector.single_action_space.high
     ends = 0
@@ -397,7 +403,15 @@ def test_the_backend_is_chosen_by_name_and_device(monkeypatch):
 @pytest.mark.warp
 @pytest.mark.parametrize(
     ("env_id", "env_kwargs"),
-    [("HalfCheetah-v4", {}), ("Hopper-v4", {}), *KWARGS[:2]],
+    [
+        ("HalfCheetah-v4", {}),
+        ("Hopper-v4", {}),
+        *KWARGS[:2],
+        ("SparseHalfCheetah-v5", {}),
+        KWARGS[3],
+        ("SparseCartpoleSwingup-v0", {}),
+        ("SparseDoublePendulum-v0", {}),
+    ],
 )
 def test_a_warp_task_is_its_gymnasium_env_step_by_step(env_id, env_kwargs, warp_cpu):
     """Each copy, with its gymnasium env put into the Warp env's state before every step
@@ -405,8 +419,11 @@ def test_a_warp_task_is_its_gymnasium_env_step_by_step(env_id, env_kwargs, warp_
     with the same random actions (a fifth beyond the bounds), gives its env's observations,
     rewards, terminations, truncations and infos, with the same dtypes, to
     ``WARP_TOLERANCE`` = 2.5e-3, relative and absolute; 60 steps of 20-step episodes (and
-    the hopper's falls), with the defaults and other settings. A copy that starts again has
-    the start ``mj_resetData`` gives: the solver's warm start and the time cleared.
+    the hopper's falls), with the defaults and other settings; the sparse tasks' success
+    and coverage too, the Box2D models' rotation limit after every MuJoCo step, the
+    half-cheetah's centre of mass at the new state (every tenth step the Box2D models' copies
+    spin past the limit, so that it binds). A copy that starts again has the start
+    ``mj_resetData`` gives: the solver's warm start and the time cleared.
 
     The tolerance: MuJoCo Warp computes in float32 where MuJoCo computes in float64, which
     its documentation ("Why are numerical results from MJWarp and MuJoCo different?") names
@@ -423,7 +440,7 @@ def test_a_warp_task_is_its_gymnasium_env_step_by_step(env_id, env_kwargs, warp_
     vector = make_vector_env(
         env_id, n, env_kwargs, max_episode_steps=limit, backend="warp", device=warp_cpu
     )
-    assert type(vector).__name__ == "WarpLocomotion"
+    assert isinstance(vector, WarpBatchEnv)
     singles = [make_env(env_id, env_kwargs, max_episode_steps=limit) for _ in range(n)]
 
     def place(i: int) -> np.ndarray:
@@ -434,11 +451,16 @@ def test_a_warp_task_is_its_gymnasium_env_step_by_step(env_id, env_kwargs, warp_
         env.data.qacc_warmstart[:] = warm
         return env._get_obs()
 
-    start_both(vector, singles, place)
+    start_both(vector, singles, place, rtol=1e-6)  # a centre of mass: float32's
     rng = np.random.default_rng(2)
     high = vector.single_action_space.high
     ends = np.zeros(2, dtype=int)
+    limit = getattr(singles[0].unwrapped, "rotation_limit", None)
+    hinges = torch.as_tensor(singles[0].unwrapped.model.jnt_type == mujoco.mjtJoint.mjJNT_HINGE)
     for t in range(60):
+        if limit is not None and t % 10 == 5:  # spins past Box2D's limit, which must bind
+            spin = 3 * limit.limit * torch.randn_like(vector.qvel) * hinges
+            vector.qvel.copy_(vector.qvel + spin)
         for i in range(n):
             place(i)
         actions = (rng.uniform(-1.2, 1.2, (n, *high.shape)) * high).astype(np.float32)
@@ -451,6 +473,12 @@ def test_a_warp_task_is_its_gymnasium_env_step_by_step(env_id, env_kwargs, warp_
     assert ends.sum() >= 2 * n and ends[1] >= 2  # copies started again, at their time limit
     if env_id == "Hopper-v4" and env_kwargs.get("terminate_when_unhealthy", True):
         assert ends[0] >= 2  # and when hoppers fell
+    coverage = vector.pop_coverage()
+    for row, single in zip(coverage, singles, strict=True):
+        want = coverage_statistics(single)
+        assert row.keys() == want.keys()
+        for key, value in want.items():
+            np.testing.assert_allclose(row[key], value, rtol=WARP_TOLERANCE, atol=WARP_TOLERANCE)
 
 
 @pytest.mark.slow

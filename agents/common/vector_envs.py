@@ -59,7 +59,8 @@ for all of them). With ``None`` among the seeds, the generator takes fresh entro
 
 The Warp envs and the torch tasks keep the contract to a tolerance instead (float32
 arithmetic), draw their start states from a ``torch.Generator`` on their device, and also step
-as torch tensors on the device without a copy (:mod:`agents.tasks.device_vector_env`).
+as torch tensors on the device without a copy (:mod:`agents.tasks.device_vector_env`;
+MuJoCo's in :mod:`agents.tasks.warp_batch`).
 
 Measured (N = 10 copies, random actions, 2 s each, side by side on a 2-core machine that
 others loaded): ``SparseMountainCar-v0`` batched 95 k env-steps/s against the loop's 39 k
@@ -109,6 +110,9 @@ BATCHED: dict[str, str] = {
 WARP: dict[str, str] = {
     "HalfCheetah-v4": "agents.tasks.warp_locomotion:warp_locomotion",
     "Hopper-v4": "agents.tasks.warp_locomotion:warp_locomotion",
+    "SparseHalfCheetah-v5": "agents.tasks.warp_sparse:warp_sparse_mujoco",
+    "SparseCartpoleSwingup-v0": "agents.tasks.warp_sparse:warp_sparse_mujoco",
+    "SparseDoublePendulum-v0": "agents.tasks.warp_sparse:warp_sparse_mujoco",
 }
 
 #: env id → ``"module:callable"`` of its implementation as torch code on a device (the array

@@ -63,6 +63,7 @@ from torch.utils import _pytree as pytree
 from ..common.callbacks import Callback
 from ..common.errors import ConfigError, EnvironmentFailure
 from ..common.tensor_envs import EnvStep, HostStep, tensor_envs
+from .action_noise_rows import ActionNoiseRows
 from .compiled_update import CompiledUpdate, inductor_compile
 from .execution import ChosenUpdate, Execution, acting_compiled, update_execution
 from .observations import normalized_observations
@@ -113,9 +114,6 @@ class Member(Protocol):
     def between_episodes(self) -> bool: ...
     def start_episode(self, obs: Tensor) -> None: ...
     def act(self, obs: Tensor, deterministic: bool = True) -> Tensor: ...
-    def with_action_noise(
-        self, action: np.ndarray, draw: np.ndarray | None = None
-    ) -> np.ndarray: ...
     def check_action(self, action: np.ndarray) -> None: ...
     def checked_transition(
         self, next_obs: np.ndarray, reward: float, terminated: bool, truncated: bool
@@ -188,8 +186,14 @@ class Engine:
         #: where they can be, through the host otherwise.
         self.envs = tensor_envs(envs, self.device)
         self._action_shape = envs.single_action_space.shape
-        #: the action noise's crossings (SB3's processes run on the host)
-        self._noise_crossings = 0
+        #: Every member's action noise as rows on the device (None: the strategy adds none).
+        self.action_noise = (
+            None
+            if first.action_noise is None
+            else ActionNoiseRows(
+                [m.action_noise for m in self.members], first.env.action_space, self.device
+            )
+        )
         self.single_run = single_run
         if single_run:  # its own stream, saved in its checkpoints
             self.generator = first.generator
@@ -281,6 +285,8 @@ class Engine:
                 environment_step(self)
                 self.active = [m for m in self.active if self._call(m, self._on_step)]
         finally:
+            if self.action_noise is not None:
+                self.action_noise.give_back()
             for member in self.members:
                 self._callbacks[id(member)].on_training_end(member)
         return self
@@ -325,32 +331,22 @@ class Engine:
     def crossings(self) -> int:
         """Host↔device crossings of the steps so far: the envs' (:mod:`agents.common.
         tensor_envs`: one a step for envs that step on the device, two through the host) and
-        the action noise's; on a CPU they share memory, on a GPU each is a copy."""
-        return self.envs.crossings + self._noise_crossings
+        the action noise's (which rows start an episode, where a process restarts); on a CPU
+        they share memory, on a GPU each is a copy."""
+        noise = 0 if self.action_noise is None else self.action_noise.crossings
+        return self.envs.crossings + noise
 
     def exploration_actions(self) -> Tensor:
         """Every member's behaviour action, a row each on the device: one acting call, one
-        (members, action) draw of the action noise. Whether each row is finite is checked
-        where the envs take them (:meth:`step_envs`): a row that is not never reaches them."""
+        (members, action) standard-normal draw for every member's action noise, added on
+        the device (:class:`ActionNoiseRows`). Whether each row is finite is checked where
+        the envs take them (:meth:`step_envs`): a row that is not never reaches them."""
         actions = self._actions()
-        if self.members[0].action_noise is not None:
-            actions = self._with_action_noise(actions)
+        if self.action_noise is not None:
+            draws = torch.randn(actions.shape, generator=self.generator, dtype=torch.float64,
+                                device=self.device)  # fmt: skip
+            actions = self.action_noise.add(actions, draws)
         return actions
-
-    def _with_action_noise(self, actions: Tensor) -> Tensor:
-        """Each member's action plus its action noise (its own process, on the host: SB3's
-        ``ActionNoise``) of one standard-normal draw for all members."""
-        draws = torch.randn(
-            actions.shape, generator=self.generator, dtype=torch.float64, device=self.device
-        )  # fmt: skip
-        width = actions.shape[1]
-        self._noise_crossings += 2  # both to the host in one copy, the noisy actions back
-        host = torch.cat([actions.to(torch.float64), draws], dim=1).cpu().numpy()
-        noisy = host[:, :width].astype(np.float32)
-        for member in self.active:
-            k = self._index[id(member)]
-            noisy[k] = member.with_action_noise(noisy[k], host[k, width:])
-        return torch.as_tensor(noisy, device=self.device)
 
     def step_envs(self, actions: Tensor) -> StepAnswer | None:
         """The envs' answer to every member's action (:meth:`_step_envs`), with what the
@@ -436,6 +432,8 @@ class Engine:
                 starting[k] = True
 
         self._keep_active(start)
+        if self.action_noise is not None and starting.any():
+            self.action_noise.reset(starting)
         return starting
 
     def _reset_envs(self) -> Tensor:

@@ -178,6 +178,15 @@ class BatchedEnv(VectorEnv):
         self._start(ids)
 
 
+def form_for(single_env: gym.Env, forms: dict[type, type]) -> type | None:
+    """The class in ``forms`` (a task's env class → its form for N copies) of
+    ``single_env``'s task, or None for one it does not model: another class (a subclass has
+    rules of its own), or a render mode."""
+    env = single_env.unwrapped
+    form = forms.get(type(env))
+    return None if form is None or env.render_mode is not None else form
+
+
 def show_copies(
     vector: VectorEnv, single_env: gym.Env, num_envs: int, max_episode_steps: int | None
 ) -> None:

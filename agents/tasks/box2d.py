@@ -13,11 +13,13 @@ the tasks' (``docs/decisions.md#sparse-tasks``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
+import torch
 from gymnasium import utils
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.spaces import Box
@@ -48,6 +50,19 @@ class RotationLimit:
             limited = np.clip(speeds, -self.limit, self.limit)
             if not np.array_equal(limited, speeds):
                 data.qvel[:] += self._correction @ (limited - speeds)
+
+    def tensor_rows(self, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+        """:meth:`limit_rows` for (N, nv) float32 tensors on ``device`` (a row within the
+        limit gets a zero correction)."""
+        rates = torch.as_tensor(self.body_rates, dtype=torch.float32, device=device)
+        correction = torch.as_tensor(self._correction, dtype=torch.float32, device=device)
+
+        def limited(qvel: torch.Tensor) -> torch.Tensor:
+            speeds = qvel @ rates.T
+            excess = speeds.clamp(-self.limit, self.limit) - speeds
+            return qvel + excess @ correction.T
+
+        return limited
 
     def limit_rows(self, qvel: np.ndarray) -> np.ndarray:
         """The limit on N copies' joint velocities at once, (N, nv): the rows :meth:`step`

@@ -23,6 +23,7 @@ import mujoco
 import numpy as np
 
 from . import cartpole_swingup, double_pendulum, half_cheetah
+from .batched import form_for
 from .mujoco_batch import MujocoBatchEnv
 
 
@@ -120,17 +121,18 @@ class BatchedSparseDoublePendulum(BatchedBox2DModelTask):
         return near.astype(float), np.zeros(self.num_envs, dtype=bool), entries
 
 
+#: each sparse MuJoCo task's env class → its batched form
+BATCHED_FORMS: dict[type, type] = {
+    half_cheetah.SparseHalfCheetahEnv: BatchedSparseHalfCheetah,
+    cartpole_swingup.SparseCartpoleSwingupEnv: BatchedSparseCartpoleSwingup,
+    double_pendulum.SparseDoublePendulumEnv: BatchedSparseDoublePendulum,
+}
+
+
 def batched_sparse_mujoco(
     single_env: gym.Env, num_envs: int, max_episode_steps: int | None
 ) -> MujocoBatchEnv | None:
     """The batched form of a sparse MuJoCo task, or None for one it does not model (a
-    render mode, or a half-cheetah with another ``frame_skip`` is modelled too: it is read)."""
-    env = single_env.unwrapped
-    batched = {
-        half_cheetah.SparseHalfCheetahEnv: BatchedSparseHalfCheetah,
-        cartpole_swingup.SparseCartpoleSwingupEnv: BatchedSparseCartpoleSwingup,
-        double_pendulum.SparseDoublePendulumEnv: BatchedSparseDoublePendulum,
-    }.get(type(env))
-    if batched is None or env.render_mode is not None:
-        return None
-    return batched(single_env, num_envs, max_episode_steps)
+    render mode; a half-cheetah's ``frame_skip`` is read)."""
+    form = form_for(single_env, BATCHED_FORMS)
+    return None if form is None else form(single_env, num_envs, max_episode_steps)
