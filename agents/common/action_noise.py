@@ -60,7 +60,7 @@ class GaussianActionNoise(CheckedActionNoise):
         return self.of_draw(draw.numpy())
 
     def of_draw(self, draw: np.ndarray) -> np.ndarray:
-        """The noise of a standard normal ``draw`` (a population draws every member's at once)."""
+        """The noise of a standard normal ``draw``."""
         return self.sigma * draw
 
     def __repr__(self) -> str:

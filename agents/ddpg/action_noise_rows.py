@@ -56,8 +56,9 @@ class ActionNoiseRows:
         def column(values: list[float]) -> Tensor:
             return torch.tensor(values, **f64)[:, None]
 
-        self.sigma = column([noise.sigma for noise in noises])
-        if self.ornstein_uhlenbeck:
+        if not self.ornstein_uhlenbeck:
+            self.sigma = column([noise.sigma for noise in noises])
+        else:
             self.theta = column([noise.theta for noise in noises])
             self.dt = column([noise.dt for noise in noises])
             # σ·√dt, a Python float as the process computes it

@@ -224,13 +224,13 @@ class DDPG:
         weights = None if deterministic else self.actor_optimizer.named_sample()
         return self.actor(obs_t, weights)
 
-    def with_action_noise(self, action: np.ndarray, draw: np.ndarray | None = None) -> np.ndarray:
-        """The policy's action plus the action noise, if the strategy adds any, clipped:
-        of the standard normal ``draw`` if given (a population's, drawn for all members),
-        else of one drawn now from :attr:`generator`."""
+    def with_action_noise(self, action: np.ndarray) -> np.ndarray:
+        """The policy's action plus the action noise, if the strategy adds any, clipped, of a
+        standard normal draw from :attr:`generator` (the engine adds every member's at once
+        on the device: :class:`~agents.ddpg.action_noise_rows.ActionNoiseRows`)."""
         if self.action_noise is None:
             return action
-        noise = self.action_noise() if draw is None else self.action_noise.of_draw(draw)
+        noise = self.action_noise()
         noisy = action + noise * self._action_scale  # noise in [-1, 1] units
         return np.clip(noisy, self._action_low, self._action_high).astype(action.dtype)
 

@@ -50,13 +50,7 @@ class BatchedMountainCar(BatchedEnv):
         self.velocity = np.zeros(num_envs)
         #: rows whose state a reset set (float64); the others hold a step's float32 state
         self.fresh = np.ones(num_envs, dtype=bool)
-        #: whether the clipped speed (a Python float) meets the goal velocity as its float32
-        #: does, so that the float32 step may compare it in float32 (true but for a goal
-        #: velocity between the two)
-        speed, goal = self.max_speed, self.goal_velocity
-        self._clip_compares_alike = all(
-            (s >= goal) == (F32(s) >= F32(goal)) for s in (speed, -speed)
-        )
+        self._clip_compares_alike = clip_compares_alike(car)
 
     def _start(self, ids: np.ndarray) -> None:
         self.position[ids] = self.np_random.uniform(START_LOW, START_HIGH, len(ids))
@@ -148,6 +142,14 @@ class BatchedMountainCar(BatchedEnv):
         goal_velocity = np.where(in32 & ~(high | low), F32(self.goal_velocity), self.goal_velocity)
         terminated = (position >= goal_position) & (velocity >= goal_velocity)
         return position, velocity, terminated
+
+
+def clip_compares_alike(car: Continuous_MountainCarEnv) -> bool:
+    """Whether the clipped speed (a Python float) meets the car's goal velocity as its
+    float32 does, so that a float32 step may compare it in float32 (true but for a goal
+    velocity between the two)."""
+    speed, goal = float(car.max_speed), float(car.goal_velocity)
+    return all((s >= goal) == (F32(s) >= F32(goal)) for s in (speed, -speed))
 
 
 def batched_mountain_car(

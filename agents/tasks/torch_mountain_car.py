@@ -27,7 +27,7 @@ from gymnasium.envs.classic_control.continuous_mountain_car import Continuous_Mo
 
 from .device_vector_env import DeviceVectorEnv
 from .mountain_car import COVERAGE, SparseMountainCarEnv
-from .mountain_car_batch import GRAVITY, START_HIGH, START_LOW
+from .mountain_car_batch import GRAVITY, START_HIGH, START_LOW, clip_compares_alike
 
 F32 = np.float32
 
@@ -106,7 +106,6 @@ def torch_mountain_car(
     car = single_env.unwrapped
     if not isinstance(car, Continuous_MountainCarEnv) or car.render_mode is not None:
         return None
-    speed, goal = float(car.max_speed), float(car.goal_velocity)
-    if not np.isfinite(goal) or any((s >= goal) != (F32(s) >= F32(goal)) for s in (speed, -speed)):
+    if not np.isfinite(float(car.goal_velocity)) or not clip_compares_alike(car):
         return None
     return TorchMountainCar(single_env, num_envs, max_episode_steps, device)

@@ -28,7 +28,7 @@ import torch
 
 from . import cartpole_swingup, double_pendulum, half_cheetah
 from .batched import form_for
-from .warp_batch import WarpBatchEnv, load_mujoco_warp
+from .warp_batch import WarpBatchEnv
 
 
 class WarpSparseHalfCheetah(WarpBatchEnv):
@@ -41,8 +41,7 @@ class WarpSparseHalfCheetah(WarpBatchEnv):
         self, single_env: gym.Env, num_envs: int, max_episode_steps: int | None, device: str
     ) -> None:
         super().__init__(single_env, num_envs, max_episode_steps, device)
-        wp, _ = load_mujoco_warp()
-        self.subtree_com = wp.to_torch(self.data.subtree_com)
+        self.subtree_com = self._wp.to_torch(self.data.subtree_com)
         self.torso = single_env.unwrapped._torso
 
     def _start(self, mask: torch.Tensor) -> None:
