@@ -14,7 +14,7 @@ from agents.common.noise_redraw import redrawn, redrawn_after_episodes, redrawn_
 from agents.ddpg import DDPG
 from agents.ddpg.compiled_update import CompilationError
 from agents.ddpg.engine import starting_point
-from agents.ddpg.execution import ChosenUpdate, Execution, acting_compiled, update_execution
+from agents.ddpg.execution import ChosenUpdate, Execution, acting_batched, update_execution
 from agents.settings import DDPGSettings
 from agents.settings.memory import learners_needs, members_that_fit, run_needs
 from agents.settings.resolve import resolve_runs
@@ -146,11 +146,10 @@ def test_compile_trace_or_eager_for_a_single_run_and_a_population():
         assert update_execution(compile, stacked, traceable=False) is Execution.EAGER
 
 
-def test_a_population_acts_in_one_compiled_graph_only_at_its_training_point():
-    assert acting_compiled(compile=True, explores=True, gradient_at_sample=True)  # vadam
-    assert acting_compiled(compile=True, explores=False, gradient_at_sample=False)  # adam-plain
-    assert not acting_compiled(compile=True, explores=True, gradient_at_sample=False)  # param-noise
-    assert not acting_compiled(compile=False, explores=True, gradient_at_sample=True)
+def test_a_population_acts_in_one_batched_graph_only_at_its_training_point():
+    assert acting_batched(explores=True, gradient_at_sample=True)  # vadam
+    assert acting_batched(explores=False, gradient_at_sample=False)  # adam-plain
+    assert not acting_batched(explores=True, gradient_at_sample=False)  # param-noise
 
 
 class Graph:

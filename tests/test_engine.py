@@ -13,7 +13,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agents.common.callbacks import Callback
 from agents.common.errors import NonFiniteDataError
 from agents.common.noise_redraw import redrawn
 from agents.ddpg import DDPG
@@ -26,25 +25,31 @@ SMALL = dict(hidden_sizes=[16, 16], batch_size=8, learning_starts=50, buffer_siz
 def hand_loop(agent: DDPG, steps: int) -> None:
     """The single-run loop, by hand: the env reset at an episode's start (seeded at the
     first), ε drawn when due, the action (θ's, plus action noise), the env's step, the
-    transition stored, the updates, the step's end."""
-    env, callback = agent.env, Callback()
+    transition stored and counted, the updates, the noise's adaptation, the episode's end."""
+    env, obs = agent.env, None
     for _ in range(steps):
-        starting = agent.between_episodes
+        starting = obs is None
         if starting:
             seed = agent.seed if agent.num_episodes == 0 else None
-            agent.start_episode(env.reset(seed=seed)[0])
+            obs = env.reset(seed=seed)[0]
+            if agent.action_noise is not None:
+                agent.action_noise.reset()
         if redrawn(agent.resample, starting).all():
             agent.actor_optimizer.resample_noise(agent.generator)
-        action = agent.with_action_noise(agent.predict(agent.observation, deterministic=False))
+        action = agent.with_action_noise(agent.predict(obs, deterministic=False))
         agent.check_action(action)
-        transition = agent.checked_transition(*env.step(action)[:4])
-        agent.buffer.add(agent.observation, action, transition.reward, transition.next_obs,
-                         transition.terminated)  # fmt: skip
-        done = agent.record(action, transition)
+        next_obs, reward, terminated, truncated = agent.checked_transition(*env.step(action)[:4])
+        agent.buffer.add(obs, action, reward, next_obs, terminated)
+        agent.num_timesteps += 1
+        obs = next_obs
         if agent.updates_due():
             for _ in range(agent.config.gradient_steps):
                 agent.train_step()
-        agent.end_step(done, callback)
+        if agent.noise_adaptation_due():
+            agent.adapt_noise()
+        if terminated or truncated:
+            agent.num_episodes += 1
+            obs = None
 
 
 @pytest.mark.trains

@@ -25,6 +25,7 @@ from agents.ddpg import DDPG
 from agents.ddpg.engine import population_seed
 from agents.ddpg.population import make_population
 from agents.ddpg.replay_buffer import Batch, ReplayBuffer
+from agents.runs.callback import RunCallback
 from agents.runs.population_run import train_population
 from agents.settings import DDPGSettings
 from agents.settings.resolve import resolve_runs
@@ -216,7 +217,7 @@ def test_per_episode_noise_is_drawn_for_the_members_that_start_an_episode():
     params = [[p for g in o.param_groups for p in g["params"]] for o in (first, second)]
     noise = [[o.state[p]["noise"].clone() for p in ps] for o, ps in zip((first, second), params)]
     acting = [second.state[p]["perturbed"].clone() for p in params[1]]
-    population.members[0].end_step(True, Callback())  # member 0's episode ends
+    population.rows.end_episodes(np.array([True, False]))  # member 0's episode ends
     population.learn(1, [Callback(), Callback()])
     for p, before in zip(params[1], noise[1], strict=True):
         assert torch.equal(second.state[p]["noise"], before)
@@ -309,15 +310,17 @@ def test_a_member_whose_bonus_overflows_stops_alone(tmp_path):
     assert steps(good.run_dir) == [200, 400]
 
 
-def fail_for(seed: int, after: int, what: str):
-    """An exception of one member's own: ``what`` raises RuntimeError once for the member of
-    ``seed``, at step ``after`` or the first call after it (a fault injected into the
-    project's code, as a bug or a library's error of that member would raise)."""
-    original = getattr(DDPG, what)
+def fail_for(seed: int, after: int, what: str, owner: type = DDPG):
+    """An exception of one member's own: ``owner``'s method ``what`` (a member's front's, or
+    its run's callback's) raises RuntimeError once for the member of ``seed``, at step
+    ``after`` or the first call after it (a fault injected into the project's code, as a
+    bug or a library's error of that member would raise)."""
+    original = getattr(owner, what)
     raised = []
 
-    def faulty(self: DDPG, *args, **kwargs):
-        if self.seed == seed and self.num_timesteps >= after and not raised:
+    def faulty(self, *args, **kwargs):
+        agent = self if owner is DDPG else args[0]
+        if agent.seed == seed and agent.num_timesteps >= after and not raised:
             raised.append(what)
             raise RuntimeError(f"member {seed}'s {what} broke")
         return original(self, *args, **kwargs)
@@ -326,12 +329,14 @@ def fail_for(seed: int, after: int, what: str):
 
 
 @pytest.mark.parametrize(
-    "phase", ["open_run", "start_episode", "act", "record", "with_bonus", "update"]
+    "phase",
+    ["open_run", "act", "add_to_bonus", "with_bonus", "update", "on_episode_end", "on_step"],
 )
 def test_r6_3_a_member_stops_alone_on_any_exception_of_its_own(tmp_path, monkeypatch, phase):
-    """Any exception one member's setup, step, bonus or update raises stops that member
-    alone, named once; the other finishes. Only a project error or the disk's did before:
-    any other (``hess_init=[1,1e300]``'s overflow) ended every member."""
+    """Any exception one member's setup, step, bonus, update or callback (its episode's
+    end, its boundaries) raises stops that member alone, named once; the other finishes.
+    Only a project error or the disk's did before: any other (``hess_init=[1,1e300]``'s
+    overflow) ended every member."""
     bonus = ["bonus.kind=vime", "bonus.fit_every=100", "bonus.min_pool_size=100",
              "bonus.hidden_sizes=[8]", "bonus.num_samples=2"]  # fmt: skip
     # noisy K-FAC's members act and update one by one (each member's act and update)
@@ -340,7 +345,7 @@ def test_r6_3_a_member_stops_alone_on_any_exception_of_its_own(tmp_path, monkeyp
         [strategy], SEEDS, env="Pendulum-v1", total_steps=400, eval_every=200,
         eval_episodes=1, logdir=str(tmp_path), compile=False,
         set_options=["hidden_sizes=[16,16]", "learning_starts=100",
-                     *(bonus if phase == "with_bonus" else [])],
+                     *(bonus if "bonus" in phase else [])],
     )  # fmt: skip
     if phase == "open_run":  # a member's setup: its directory, its checkpoint
         import agents.runs.population_run as population_run
@@ -353,6 +358,8 @@ def test_r6_3_a_member_stops_alone_on_any_exception_of_its_own(tmp_path, monkeyp
             return original(config, member, *args, **kwargs)
 
         monkeypatch.setattr(population_run, "open_run", open_run)
+    elif phase.startswith("on_"):  # its run's callback, called at its boundaries
+        monkeypatch.setattr(RunCallback, phase, fail_for(SEEDS[1], 150, phase, RunCallback))
     else:
         monkeypatch.setattr(DDPG, phase, fail_for(SEEDS[1], 150, phase))
     good, bad = train_population(configs)

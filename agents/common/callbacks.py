@@ -20,8 +20,19 @@ class Callback:
         """Called once before the first step of a ``learn`` call."""
 
     def on_step(self, agent: Any) -> bool:
-        """After every environment step (and its updates); return False to stop."""
+        """After every environment step (and its updates), or after the steps
+        :meth:`next_call` names; return False to stop."""
         return True
+
+    def next_call(self, agent: Any) -> tuple[int, bool]:
+        """When the native engine calls :meth:`on_step` next, asked after
+        :meth:`on_training_start` and after each call: ``(step, at_episode_end)`` — after
+        the step that brings ``agent.num_timesteps`` to ``step``, or, with
+        ``at_episode_end``, after an earlier step that ends one of its episodes. The
+        default is after every step (SB3's contract); a callback whose work falls at
+        boundaries names the next one, so that N members' callbacks are not called every
+        step (a stop request reaches every callback after the step anyway)."""
+        return agent.num_timesteps + 1, False
 
     def on_episode_end(self, agent: Any, episode_return: float, episode_length: int) -> None:
         """After the last step of a training episode."""

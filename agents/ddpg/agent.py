@@ -56,6 +56,7 @@ from ..common.checks import check_seed
 from ..common.devices import resolve_device
 from ..common.envs import coverage_statistics, env_id, make_env
 from ..common.errors import CheckpointError, ConfigError, NonFiniteDataError
+from ..common.forwarded import Forwarded
 from ..common.reward_bonus import RewardBonus, fitted, scored
 from ..common.vector_envs import OneEnv
 from ..settings.files import upgrade_config_keys
@@ -104,6 +105,10 @@ class DDPG:
     """
 
     checkpoint_name = "latest.pt"
+    #: Its counters, its row of its stack's (agents.ddpg.member_rows).
+    num_timesteps = Forwarded("counters", "timesteps", "Environment steps taken.")
+    num_updates = Forwarded("counters", "updates", "Updates made (applied or skipped).")
+    num_episodes = Forwarded("counters", "episodes", "Training episodes ended.")
 
     def __init__(
         self,
@@ -157,12 +162,9 @@ class DDPG:
         self._action_low, self._action_high = action_space.low, action_space.high
         self._action_scale = (action_space.high - action_space.low) / 2
 
-        self.num_timesteps = 0
-        self.num_updates = 0
-        self.num_episodes = 0
-        self._obs: np.ndarray | None = None
-        self._episode_return = 0.0
-        self._episode_length = 0
+        #: Its step, update and episode counters: its row of the stack's
+        #: (agents.ddpg.member_rows), counted by the engine for every member at once.
+        self.counters = learner.counters
         #: Its own update, compiled or eager as agents.ddpg.execution decides: the update of
         #: an engine of one; a member of a stack of several is updated by its population's
         #: batched graph, and this eager form is its fallback.
@@ -234,24 +236,18 @@ class DDPG:
         noisy = action + noise * self._action_scale  # noise in [-1, 1] units
         return np.clip(noisy, self._action_low, self._action_high).astype(action.dtype)
 
-    def start_episode(self, obs: np.ndarray | Tensor) -> None:
-        """An episode starts at ``obs`` (the env was reset): its return and length from
-        zero, the action noise's process from its start."""
-        self._obs = obs
-        self._episode_return = 0.0
-        self._episode_length = 0
-        if self.action_noise is not None:
-            self.action_noise.reset()
-
-    @property
-    def observation(self) -> np.ndarray | None:
-        """The observation the next action is for; None between episodes."""
-        return self._obs
-
     @property
     def between_episodes(self) -> bool:
         """True after an episode ended and before the next one starts."""
-        return self._obs is None
+        return self.counters.between_episodes
+
+    @property
+    def observation(self) -> Tensor | None:
+        """A single run's observation the next action is for; None between episodes (and
+        for a population's member: its population's envs hold it)."""
+        if self._engine is None or self.between_episodes:
+            return None
+        return self._engine.observations[0]
 
     # ----------------------------------------------------------------- learning
     def learn(self, total_steps: int, callback: Callback | None = None) -> DDPG:
@@ -279,20 +275,13 @@ class DDPG:
         self._check_finite(next_obs, reward)
         return Transition(next_obs, float(reward), bool(terminated), bool(truncated))
 
-    def record(self, action: np.ndarray | Tensor, transition: Transition) -> bool:
-        """After the transition is stored (and its s counted in the observation statistics,
-        by the engine for every member at once): the bonus's pool, the counters; whether
-        the episode ended."""
-        next_obs, reward, terminated, truncated = transition
+    def add_to_bonus(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> None:
+        """After the transition is stored, before it is counted: into the curiosity bonus's
+        pool (its model fitted when due). Nothing without a bonus."""
         if self.bonus is not None:
-            self.bonus.add(self._obs, action, next_obs)
+            self.bonus.add(obs, action, next_obs)
             if self.bonus.due():
                 fitted(self.bonus, f"in its fit at step {self.num_timesteps + 1}")
-        self.num_timesteps += 1
-        self._episode_return += reward
-        self._episode_length += 1
-        self._obs = next_obs
-        return terminated or truncated
 
     def updates_due(self) -> bool:
         """Whether this step ends with updates: once the buffer holds more than
@@ -300,16 +289,12 @@ class DDPG:
         cfg = self.config
         return self.num_timesteps % cfg.train_every == 0 and len(self.buffer) > cfg.learning_starts
 
-    def end_step(self, done: bool, callback: Callback) -> None:
-        """The strategy's noise adaptation when due; the episode's end."""
+    def noise_adaptation_due(self) -> bool:
+        """Whether the strategy adapts its noise after this step (parameter noise, every
+        ``noise_adaptation_interval`` steps once the buffer holds a minibatch)."""
         interval = self.actor_optimizer.noise_adaptation_interval
         enough = len(self.buffer) >= self.config.batch_size
-        if interval and self.num_timesteps % interval == 0 and enough:
-            self._adapt_noise()
-        if done:
-            self.num_episodes += 1
-            callback.on_episode_end(self, self._episode_return, self._episode_length)
-            self._obs = None
+        return bool(interval) and self.num_timesteps % interval == 0 and enough
 
     def _check_finite(self, obs: np.ndarray, reward: float) -> None:
         """Nothing non-finite from the environment reaches the buffer (and the networks)."""
@@ -393,7 +378,7 @@ class DDPG:
         return self._update.graph is not None
 
     @torch.no_grad()
-    def _adapt_noise(self) -> None:
+    def adapt_noise(self) -> None:
         """The strategy's noise adaptation (parameter noise) on a fresh replay minibatch,
         with actions in units of half the action range."""
         obs = self._network_input(self.buffer.sample(self.config.batch_size, self.generator).obs)
@@ -497,7 +482,8 @@ class DDPG:
         self.learner.skipped.fill_(counters.get("skipped_updates", 0))
         if state.get("at_episode_boundary"):
             self.env.unwrapped.np_random.bit_generator.state = state["env_rng"]
-        self._obs = None  # a mid-episode state cannot be restored: start a new episode
+        # a mid-episode state cannot be restored: start a new episode
+        self.counters.between_episodes = True
         self._engine = None  # its first step resets the env
         if "buffer" in state:
             self.buffer.load_state_dict(state["buffer"])

@@ -88,6 +88,12 @@ def _settings_key(learner: UpdateState, name: str) -> tuple:
     )
 
 
+def _numbered(values: list[tuple]) -> list[int]:
+    """Each value as the index of its first occurrence's order among the distinct ones."""
+    numbers: dict[tuple, int] = {}
+    return [numbers.setdefault(value, len(numbers)) for value in values]
+
+
 class CompilationError(RuntimeError):
     """Tracing or compiling the update failed (nothing was changed)."""
 
@@ -218,6 +224,12 @@ class CompiledUpdate:
             {name: _settings_key(learner, name) for name in ("critic", "actor")}
             for learner in self._learners
         ]
+        #: Each learner's settings of each optimizer as a number (equal settings, equal
+        #: numbers): what, with its step count, decides its coefficients.
+        self._settings_ids = {
+            name: np.array(_numbered([keys[name] for keys in self._settings_keys]), dtype=np.int64)
+            for name in ("critic", "actor")
+        }
         #: The last packed numbers of each optimizer, with the step counts they are of.
         self._packed_numbers: dict[str, tuple[bytes, Tensor]] = {}
         first = self._steps[0]
@@ -237,25 +249,36 @@ class CompiledUpdate:
         (k,) or (members, k) (their layout remembered): what the update reads, and a
         population's acting (θ from σ) too."""
         column = ("critic", "actor").index(name)
-        counts = self._next_steps[:, column].tobytes()
+        steps = self._next_steps[:, column]
+        counts = steps.tobytes()
         last = self._packed_numbers.get(name)
         if self._population and last is not None and last[0] == counts:
             return last[1]  # acting and the update read the same step's numbers
-        rows = []
-        shared: dict[tuple, list[float]] = {}  # this step's only: kept, one entry per step
-        for steps, keys, next_steps in zip(self._steps, self._settings_keys, self._next_steps):
-            key = (keys[name], int(next_steps[column]))
-            numbers = shared.get(key) if self._population else None
-            if numbers is None:
-                numbers, layout = pytree.tree_flatten(steps[name].coefficients(key[1]))
-                self._coefficient_layout.setdefault(name, layout)  # the graph's, fixed
-                shared[key] = numbers
-            rows.append(numbers)
-        packed = self._packed(rows)
+        if not self._population:
+            packed = self._packed([self._numbers(0, name, int(steps[0]))])
+            self._packed_numbers[name] = (counts, packed)
+            return packed
+        # Computed once per distinct (settings, step count) of this step, in one host loop
+        # over those (one, as a rule), not over the members.
+        pairs = np.stack([self._settings_ids[name], steps], axis=1)
+        _, firsts, inverse = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+        table = self._packed([self._numbers(k, name, int(steps[k])) for k in firsts])
+        if len(firsts) == 1:
+            packed = table.expand(len(steps), -1).contiguous()
+        else:
+            packed = table[torch.as_tensor(inverse.reshape(-1), device=table.device)]
         self._packed_numbers[name] = (counts, packed)
         return packed
 
+    def _numbers(self, k: int, name: str, step: int) -> list[float]:
+        """Learner ``k``'s numbers of step ``step`` of optimizer ``name``, flat."""
+        numbers, layout = pytree.tree_flatten(self._steps[k][name].coefficients(step))
+        self._coefficient_layout.setdefault(name, layout)  # the graph's, fixed
+        return numbers
+
     def _packed(self, rows: list[list[float]]) -> Tensor:
+        """Rows of numbers as one float32 tensor on the device: (rows, k) for a
+        population, the one row's (k,) for one learner."""
         packed = torch.tensor(rows, dtype=torch.float32, device=self._state.applied.device)
         return packed if self._population else packed[0]
 

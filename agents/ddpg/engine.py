@@ -62,10 +62,11 @@ from torch.utils import _pytree as pytree
 
 from ..common.callbacks import Callback
 from ..common.errors import ConfigError, EnvironmentFailure
+from ..common.stop_requests import stop_requested
 from ..common.tensor_envs import EnvStep, HostStep, tensor_envs
 from .action_noise_rows import ActionNoiseRows
 from .compiled_update import CompiledUpdate, inductor_compile
-from .execution import ChosenUpdate, Execution, acting_compiled, update_execution
+from .execution import ChosenUpdate, Execution, acting_batched, update_execution
 from .observations import normalized_observations
 from .replay_buffer import Batch, ReplayBuffer
 from .stacked_state import StackedState
@@ -106,23 +107,24 @@ class Member(Protocol):
     actor_optimizer: Any
     action_noise: Any
     resample: str
+    bonus: Any
     num_timesteps: int
     num_updates: int
     num_episodes: int
 
     @property
     def between_episodes(self) -> bool: ...
-    def start_episode(self, obs: Tensor) -> None: ...
     def act(self, obs: Tensor, deterministic: bool = True) -> Tensor: ...
     def check_action(self, action: np.ndarray) -> None: ...
     def checked_transition(
         self, next_obs: np.ndarray, reward: float, terminated: bool, truncated: bool
     ) -> Transition: ...
-    def record(self, action: Tensor, transition: Transition) -> bool: ...
+    def add_to_bonus(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> None: ...
     def updates_due(self) -> bool: ...
     def with_bonus(self, batch: Batch) -> Batch: ...
     def update(self, batch: Batch) -> None: ...
-    def end_step(self, done: bool, callback: Callback) -> None: ...
+    def noise_adaptation_due(self) -> bool: ...
+    def adapt_noise(self) -> None: ...
 
 
 class MemberFailure(Exception):
@@ -180,6 +182,7 @@ class Engine:
         #: The members' learning state, stacked (agents.ddpg.stacked_state).
         self.state = state
         self.buffer = state.buffer
+        self.buffer.join()  # the members stand at one position (checked): one fill
         first = self.members[0]
         self.device = first.device
         #: The envs as tensors on the device (agents.common.tensor_envs): stepped there
@@ -204,12 +207,23 @@ class Engine:
                 self.generator.seed()
             else:
                 self.generator.manual_seed(seed)
+        self._index = {id(m): k for k, m in enumerate(self.members)}
+        #: The members' counters, a row each (agents.ddpg.member_rows): counted here for
+        #: every member at once, read by each member's front.
+        self.rows = state.rows
         #: The members still training; a member whose own data or update failed stops.
         self.active = list(self.members)
         self.failures: list[MemberFailure] = []
         self._on_failure: Callable[[Member, Exception], None] | None = None
-        self._failed: set[int] = set()
-        self._index = {id(m): k for k, m in enumerate(self.members)}
+        #: the members that failed or stopped in this step's phases: they leave at its end
+        self._leaving: set[int] = set()
+        self._bonus = first.bonus is not None
+        # Each member's callback is called after the step it names (Callback.next_call):
+        # its next boundary, or the end of its episode. Set by learn.
+        self._callbacks: list[Callback] = []
+        self._call_at = np.zeros(len(self.members), np.int64)
+        self._call_at_episode_end = np.zeros(len(self.members), np.bool_)
+        self._ended = np.zeros(len(self.members), np.bool_)
         self._obs: Tensor | None = None  # the envs' observations, a row per member
         #: The members' update: one member's own; several members' one graph, or each
         #: member's, as agents.ddpg.execution decides.
@@ -217,7 +231,7 @@ class Engine:
             self.members[0].config.compile, True, self._make_update, self._members_update
         )
         self._batched = len(self.members) > 1
-        self._acting: CompiledActing | None = None
+        self._acting: BatchedActing | None = None
         self._acting_pending = True
         self._mean_graphs: dict[torch.Size, Callable[..., object]] = {}
 
@@ -275,24 +289,64 @@ class Engine:
         if total_steps <= 0:
             raise ConfigError(f"total_steps must be > 0, got {total_steps}")
         self._on_failure = on_failure
-        self._callbacks = dict(zip(map(id, self.members), callbacks, strict=True))
-        for member in self.members:
-            self._callbacks[id(member)].on_training_start(member)
+        self._callbacks = list(callbacks)
+        if len(self._callbacks) != len(self.members):
+            raise ConfigError("a population's members need a callback each")
+        for member, callback in zip(self.members, self._callbacks):
+            callback.on_training_start(member)
+            self._schedule(member)
         try:
             for _ in range(total_steps):
                 if not self.active:
                     break
                 environment_step(self)
-                self.active = [m for m in self.active if self._call(m, self._on_step)]
+                self._call_back()
         finally:
             if self.action_noise is not None:
                 self.action_noise.give_back()
-            for member in self.members:
-                self._callbacks[id(member)].on_training_end(member)
+            for member, callback in zip(self.members, self._callbacks):
+                callback.on_training_end(member)
         return self
 
+    def _schedule(self, member: Member) -> None:
+        """When ``member``'s callback is called next (:meth:`Callback.next_call`)."""
+        k = self._index[id(member)]
+        self._call_at[k], self._call_at_episode_end[k] = self._callbacks[k].next_call(member)
+
+    def _call_back(self) -> None:
+        """The callbacks whose call is due after this step — at a boundary of theirs, at
+        the end of an episode they wait for, or every one when a stop is requested — called
+        for their members; a member whose callback says stop (or fails) stops. Between
+        boundaries no member's callback is called: the step's host work does not grow with
+        the members."""
+        due = (self._call_at <= self.rows.timesteps) | (self._call_at_episode_end & self._ended)
+        if stop_requested() is not None:  # every member stops after this step
+            due[:] = True
+        due &= self._live
+        if not due.any():
+            return
+        for k in np.flatnonzero(due):
+            member = self.members[k]
+            if self._call(member, self._on_step):
+                self._schedule(member)
+            else:
+                self._leaving.add(id(member))  # done, or asked to stop
+        self._drop_failed()
+
     def _on_step(self, member: Member) -> bool:
-        return self._callbacks[id(member)].on_step(member)
+        return self._callbacks[self._index[id(member)]].on_step(member)
+
+    @property
+    def active(self) -> list[Member]:
+        """The members still training, in order."""
+        return self._active
+
+    @active.setter
+    def active(self, members: list[Member]) -> None:
+        self._active = members
+        #: whether each member is still training, a row each
+        self._live = np.zeros(len(self.members), np.bool_)
+        self._live[[self._index[id(m)] for m in members]] = True
 
     def _call(self, member: Member, phase: Callable[..., object], *args: object) -> bool:
         """``phase(member, *args)``; a member's own failure — any exception its phase
@@ -310,16 +364,26 @@ class Engine:
     def _fail(self, member: Member, error: Exception) -> None:
         """Stop ``member``: it leaves :attr:`active` at the end of the phase."""
         self.failures.append(MemberFailure(member, error))
-        self._failed.add(id(member))
+        self._leaving.add(id(member))
         if self._on_failure is not None:
             self._on_failure(member, error)
 
+    @property
+    def observations(self) -> Tensor | None:
+        """The envs' observations the next actions are for, a row per member (None before
+        the first step)."""
+        return self._obs
+
     def _keep_active(self, phase: Callable[[Member], object]) -> None:
-        self.active = [m for m in self.active if self._call(m, phase)]
+        active = [m for m in self.active if self._call(m, phase)]
+        if len(active) != len(self.active):
+            self.active = active
 
     def _drop_failed(self) -> None:
-        """The members whose phase failed leave :attr:`active`."""
-        self.active = [m for m in self.active if id(m) not in self._failed]
+        """The members whose phase failed (or that stopped) leave :attr:`active`."""
+        if self._leaving:
+            self.active = [m for m in self.active if id(m) not in self._leaving]
+            self._leaving.clear()
 
     # The phases of one environment step (agents/ddpg/step.py) for every active member:
     # a member's own phases are the agent's public ones, called for each; the rest once.
@@ -368,41 +432,57 @@ class Engine:
             )
         return StepAnswer(step, host) if self.active else None
 
-    def store(self, actions: Tensor, answer: StepAnswer) -> dict[int, bool]:
+    def store(self, actions: Tensor, answer: StepAnswer) -> np.ndarray:
         """One write of every member's transition into the stacked buffer, one update of
-        the active members' observation statistics with its s (baselines l.277); each active
-        member's own record; whose episode ended (by the member's id)."""
+        the active members' observation statistics with its s (baselines l.277), each
+        member's bonus's pool (a member whose bonus fails stops), one count of the active
+        members' step, return and length; whose episode ended (a row each)."""
         step, (rewards, terminated, truncated, *_) = answer
-        self.buffer.add(self._obs, actions, step.rewards, step.next_obs, step.terminated)
+        obs = self._obs
+        self.buffer.add(obs, actions, step.rewards, step.next_obs, step.terminated)
         everyone = len(self.active) == len(self.members)
-        self.state.update_observations(self._obs, None if everyone else self._active_rows())
+        self.state.update_observations(obs, None if everyone else self._live)
         self._obs = step.obs
-        ended = {}
+        if self._bonus:  # each member's own model: its pool, its fit
 
-        def record(member: Member) -> None:
-            k = self._index[id(member)]
-            transition = Transition(
-                step.next_obs[k], float(rewards[k]), bool(terminated[k]), bool(truncated[k])
-            )
-            ended[id(member)] = member.record(actions[k], transition)
+            def pooled(member: Member) -> None:
+                k = self._index[id(member)]
+                member.add_to_bonus(obs[k], actions[k], step.next_obs[k])
 
-        self._keep_active(record)  # its bonus's fit among its own
-        return ended
-
-    def _active_rows(self) -> np.ndarray:
-        """Whether each member is still active."""
-        rows = np.zeros(len(self.members), dtype=bool)
-        rows[[self._index[id(m)] for m in self.active]] = True
-        return rows
+            self._keep_active(pooled)
+        live = self._live
+        self.rows.count_step(live, rewards)
+        return (terminated | truncated) & live
 
     def updates_due(self) -> bool:
         return bool(self.active) and self.active[0].updates_due()
 
-    def end_step(self, ended: dict[int, bool]) -> None:
-        """Each member still active ends its step (a member whose bonus failed in the
-        updates has left)."""
+    def end_step(self, ended: np.ndarray) -> None:
+        """The strategy's noise adaptation where due; the ended episodes counted, each
+        handed to its member's callback (:meth:`Callback.on_episode_end`). A member whose
+        bonus failed in the updates has left."""
         self._drop_failed()
-        self._keep_active(lambda m: m.end_step(ended[id(m)], self._callbacks[id(m)]))
+        if not self.active:
+            self._ended = np.zeros_like(self._ended)
+            return
+        if self.active[0].noise_adaptation_due():  # the members share its schedule
+            self._keep_active(lambda m: m.adapt_noise())
+        ended = ended & self._live
+        self._ended = ended
+        if not ended.any():
+            return
+        self.rows.end_episodes(ended)
+        rows = self.rows
+
+        def episode_end(member: Member) -> None:
+            k = self._index[id(member)]
+            callback = self._callbacks[k]
+            callback.on_episode_end(member, rows.episode_return[k].item(),
+                                    rows.episode_length[k].item())  # fmt: skip
+
+        for k in np.flatnonzero(ended):
+            self._call(self.members[k], episode_end)
+        self._drop_failed()
 
     def _row_checked(
         self,
@@ -423,17 +503,11 @@ class Engine:
         their step; the first call resets them all); which members start one."""
         if self._obs is None:
             self._obs = self._reset_envs()
-        starting = np.zeros(len(self.members), dtype=bool)
-
-        def start(member: Member) -> None:
-            if member.between_episodes:
-                k = self._index[id(member)]
-                member.start_episode(self._obs[k])
-                starting[k] = True
-
-        self._keep_active(start)
-        if self.action_noise is not None and starting.any():
-            self.action_noise.reset(starting)
+        starting = self.rows.between_episodes & self._live
+        if starting.any():
+            self.rows.start_episodes(starting)
+            if self.action_noise is not None:
+                self.action_noise.reset(starting)
         return starting
 
     def _reset_envs(self) -> Tensor:
@@ -470,7 +544,7 @@ class Engine:
             return None
         everyone = len(self.active) == len(self.members)
         try:
-            return self.envs.step(actions, None if everyone else self._active_rows())
+            return self.envs.step(actions, None if everyone else self._live)
         except Exception as err:  # the envs' own failure: every member stops
             step = self.active[0].num_timesteps + 1
             error = EnvironmentFailure(
@@ -517,8 +591,7 @@ class Engine:
             return
         if self._update(batch) is Execution.EAGER:  # each member counted its own
             return
-        for member in self.members:
-            member.num_updates += 1
+        self.rows.updates += 1
 
     def with_bonuses(self, batch: Batch) -> Batch:
         """``batch`` with each active member's bonus on its rows' rewards
@@ -564,8 +637,9 @@ class Engine:
         return _output(graph(*inputs))
 
     def _acting_graph(self) -> Callable[[Tensor], Tensor] | None:
-        """Every member's action at its θ as one compiled graph, for a compiled population
-        of a strategy that acts at its training point; None otherwise (each member acts)."""
+        """Every member's action at its θ as one batched graph (compiled as its update is)
+        for a population whose update is a graph and whose strategy acts at its training
+        point; None otherwise (each member acts)."""
         if self._acting is not None or not self._acting_pending:
             return self._acting
         self._acting_pending = False
@@ -574,22 +648,22 @@ class Engine:
         first = self.members[0]
         optimizer = first.actor_optimizer
         if (
-            not acting_compiled(
-                first.config.compile, optimizer.explores, optimizer.gradient_at_sample
-            )
+            not acting_batched(optimizer.explores, optimizer.gradient_at_sample)
             or self._update.built() is None
         ):
             return None
-        self._acting = CompiledActing(self)
+        self._acting = BatchedActing(self, first.config.compile)
         return self._acting
 
 
-class CompiledActing:
+class BatchedActing:
     """Every member's policy action at its sample θ = μ + σ⊙ε (its training point), as one
-    graph vmapped over the members and compiled: σ from the strategy's one formula."""
+    graph vmapped over the members, compiled with ``compile`` (else run op by op, as the
+    population's traced update): σ from the strategy's one formula."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, compile: bool) -> None:
         self._engine = engine
+        self._compile = compile
         first = engine.members[0]
         self._step = first.actor_optimizer.traceable_step()
         self._actor = first.actor
@@ -618,7 +692,7 @@ class CompiledActing:
         coefficients = self._engine._update.graph.coefficients("actor")
         inputs = [*self._inputs, *self._buffers.values(), coefficients, obs]
         if self._compiled is None:
-            self._compiled = _batched_graph(self._act, inputs, compile=True)
+            self._compiled = _batched_graph(self._act, inputs, compile=self._compile)
         return _output(self._compiled(*inputs))
 
 

@@ -14,8 +14,9 @@ fallbacks and messages. The rule (:func:`update_execution`):
 * ``compile=False``: a single run eager; a population the traced graph run op by op (one
   vmapped graph for every member beats N eager updates).
 
-A population acts through one compiled graph of every member's θ only when it is compiled
-and its strategy acts at its training point (:func:`acting_compiled`).
+A population whose update is a graph acts through one batched graph of every member's θ
+(compiled when the update is) when its strategy acts at its training point
+(:func:`acting_batched`); otherwise each member acts.
 """
 
 from __future__ import annotations
@@ -52,11 +53,11 @@ def update_execution(compile: bool, stacked: bool, traceable: bool = True) -> Ex
     return Execution.TRACED if stacked else Execution.EAGER
 
 
-def acting_compiled(compile: bool, explores: bool, gradient_at_sample: bool) -> bool:
-    """Whether a population acts through one compiled graph of every member's θ: when it
-    compiles and its strategy acts at its training point (θ = μ + σ⊙ε where its gradient is
-    taken, or μ without weight noise)."""
-    return compile and (gradient_at_sample or not explores)
+def acting_batched(explores: bool, gradient_at_sample: bool) -> bool:
+    """Whether a population whose update is a graph acts through one batched graph of every
+    member's θ (compiled when the update is): when its strategy acts at its training point
+    (θ = μ + σ⊙ε where its gradient is taken, or μ without weight noise)."""
+    return gradient_at_sample or not explores
 
 
 class ChosenUpdate:

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..common.forwarded import Forwarded
 from ..common.ring_buffer import RingBuffer
 
 
@@ -25,10 +26,24 @@ class Batch(NamedTuple):
     terminated: Tensor
 
 
+class Fill:
+    """Where a buffer writes next and how many rows it holds: one for a population's
+    buffers, whose members write their rows together (one update a step, not one a member)."""
+
+    __slots__ = ("position", "size")
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.size = 0
+
+
 class ReplayBuffer(RingBuffer):
     """Circular buffer of (s, a, r, s', terminated) with uniform sampling."""
 
     fields = ("obs", "actions", "rewards", "next_obs", "terminated")
+    #: where it writes next, and the rows it holds: its :class:`Fill`'s
+    position = Forwarded("fill", "position")
+    size = Forwarded("fill", "size")
 
     def __init__(
         self,
@@ -51,8 +66,8 @@ class ReplayBuffer(RingBuffer):
             }
         for name in self.fields:
             setattr(self, name, storage[name])
-        self.position = 0
-        self.size = 0
+        #: Its position and size (a population's members share their stack's).
+        self.fill = Fill()
 
     @staticmethod
     def shapes(capacity: int, obs_dim: int, action_dim: int) -> dict[str, tuple[int, ...]]:
@@ -117,7 +132,8 @@ class StackedReplayBuffer:
     of (members, batch), one gather per field.
 
     :attr:`members` are the members' own :class:`ReplayBuffer`\\s, views of the storage
-    (what a member's checkpoint saves and loads, its ``len``), kept at the stack's position.
+    (what a member's checkpoint saves and loads, its ``len``). Once its members train
+    together (:meth:`join`) they share one :class:`Fill`, which a step moves once.
     """
 
     def __init__(
@@ -159,12 +175,26 @@ class StackedReplayBuffer:
         stacked.members = list(buffers)
         return stacked
 
+    def join(self) -> None:
+        """The members, at one position and size (each loaded its own checkpoint), share
+        one :class:`Fill` from now on: they step together."""
+        fill = self.members[0].fill
+        if any((b.position, b.size) != (fill.position, fill.size) for b in self.members):
+            raise ValueError("the members of a stacked buffer stand at different positions")
+        for buffer in self.members:
+            buffer.fill = fill
+
+    @property
+    def fill(self) -> Fill:
+        """The stack's position and size: its first member's (every member's, joined)."""
+        return self.members[0].fill
+
     @property
     def position(self) -> int:
-        return self.members[0].position
+        return self.fill.position
 
     def __len__(self) -> int:
-        return len(self.members[0])
+        return self.fill.size
 
     def add(
         self, obs: np.ndarray | Tensor, actions: np.ndarray | Tensor, rewards: np.ndarray | Tensor,
@@ -178,9 +208,11 @@ class StackedReplayBuffer:
             if not isinstance(value, Tensor):
                 value = torch.from_numpy(np.asarray(value))
             self.storage[name][:, i] = value  # cast to float32 by the copy
-        for buffer in self.members:
-            buffer.position = (i + 1) % self.capacity
-            buffer.size = min(buffer.size + 1, self.capacity)
+        fill = self.fill
+        if fill is not self.members[-1].fill:  # written apart: every member's moves
+            self.join()
+        fill.position = (i + 1) % self.capacity
+        fill.size = min(fill.size + 1, self.capacity)
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
         """``batch_size`` transitions of each member, drawn uniformly with replacement: one

@@ -38,6 +38,7 @@ from ..settings.learners import DDPGSettings
 from ..settings.memory import check_learners
 from ..settings.sharing import check_members_share
 from .compiled_update import GraphState
+from .member_rows import MemberRows
 from .networks import Actor, Critic
 from .observations import ObservationStatistics, StackedObservationStatistics
 from .replay_buffer import ReplayBuffer, StackedReplayBuffer
@@ -106,12 +107,21 @@ class StackedState:
         learners: Sequence[UpdateState],
         buffer: StackedReplayBuffer,
         obs_statistics: StackedObservationStatistics | None,
+        rows: MemberRows | None = None,
     ) -> None:
         """Stack ``learners``' tensors (their replay buffers are ``buffer``'s rows, their
-        observation statistics ``obs_statistics``'s); each learner's become views of its
-        row. Used by :meth:`build` and :meth:`regrouped`."""
+        observation statistics ``obs_statistics``'s, their counters ``rows``'s — new ones
+        at zero if not given); each learner's become views of its row. Used by
+        :meth:`build` and :meth:`regrouped`."""
         self.learners = list(learners)
         self.buffer = buffer
+        #: The members' step, update and episode counters, a row each (agents.ddpg.member_rows).
+        self.rows = MemberRows(len(self.learners)) if rows is None else rows
+        for k, learner in enumerate(self.learners):
+            if learner.counters is None:
+                learner.counters = self.rows.row(k)
+            else:
+                learner.counters.rebind(self.rows, k)
         #: The members' observation statistics, (N, obs dim), or None.
         self.obs_statistics = obs_statistics
         self.device = self.learners[0].loss_sums.device
@@ -119,6 +129,11 @@ class StackedState:
         #: Every member's ε of its perturbed weights, flat, and its blocks: each perturbed
         #: parameter's ε of every member, (members, …), in the parameters' order.
         self.noise, self.noise_stacks = _stack_noise(optimizers)
+        #: Whether the strategy derives anything from ε (parameter noise's acting copy,
+        #: noisy K-FAC's perturbation): only then is each drawn member told.
+        self._derives_from_noise = (
+            type(optimizers[0]).noise_changed is not param_explore.WeightSampling.noise_changed
+        )
         modules = ("actor", "critic", "target_actor", "target_critic")
         self.params = {
             module: _stack_tensors(
@@ -199,7 +214,7 @@ class StackedState:
             statistics.publish()
             for row, learner in enumerate(learners):
                 learner.obs_statistics = statistics.row(row)
-        return StackedState(learners, buffer, statistics)
+        return StackedState(learners, buffer, statistics, self.rows.taken(rows))
 
     def __len__(self) -> int:
         return len(self.learners)
@@ -248,8 +263,9 @@ class StackedState:
             rows = np.flatnonzero(redraw).tolist()
         else:
             return []
-        for k in rows:
-            self.learners[k].actor_optimizer.noise_changed()
+        if self._derives_from_noise:
+            for k in rows:
+                self.learners[k].actor_optimizer.noise_changed()
         return list(rows)
 
     def update_observations(self, obs: np.ndarray | Tensor, rows: np.ndarray | None = None) -> None:

@@ -35,6 +35,7 @@ from torch.func import functional_call
 import param_explore
 
 from .losses import actor_loss, all_finite, critic_loss, l2_penalty, td_target
+from .member_rows import MemberCounters
 from .networks import Actor, Critic
 from .observations import ObservationStatistics, normalized_observations
 from .replay_buffer import Batch
@@ -109,6 +110,9 @@ class UpdateState:
     skipped: Tensor
     #: The observations' running statistics (``normalize_observations``), else None.
     obs_statistics: ObservationStatistics | None = None
+    #: Its step, update and episode counters: its row of its stack's
+    #: (:class:`~agents.ddpg.member_rows.MemberRows`), set when it is stacked.
+    counters: MemberCounters | None = None
 
     def tensors(self) -> UpdateTensors:
         """The networks' own parameters: the critic's, and the actor's in its optimizer's

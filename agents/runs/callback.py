@@ -193,6 +193,22 @@ class RunCallback(Callback):
         # A signal asked to stop: the step is complete, the run stops here.
         return step < cfg.total_steps and stop_requested() is None
 
+    def next_call(self, agent: RunnableAgent) -> tuple[int, bool]:
+        """The next step at which :meth:`on_step` has work: a log, an evaluation, a
+        checkpoint, a skip window's check, the run's end, a progress update (every 100
+        steps, with a bar or status lines) or the next fraction's status line; and, while a
+        checkpoint waits for the end of an episode, that end."""
+        step, cfg = agent.num_timesteps, self.config
+        periods = [cfg.log_every, cfg.eval_every, cfg.checkpoint_every, cfg.skipped_window]
+        if self._status_lines or not self.bar.disable:
+            periods.append(100)
+        boundaries = [(step // p + 1) * p for p in periods if p]
+        boundaries.append(cfg.total_steps)
+        if self._status_lines:
+            boundaries.append(self._status_step + self._status_every)
+        after = [b for b in boundaries if b > step]
+        return min(after, default=step + 1), self._checkpoint_due
+
     def _check_updates_applied(self, agent: RunnableAgent, step: int) -> None:
         """Stop a run none of whose updates in the last ``skipped_window`` steps was
         applied: a non-finite loss or gradient every time means nothing is trained, and
