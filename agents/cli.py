@@ -29,8 +29,9 @@ from .common.strategies import available_strategies
 from .curiosity.registry import BONUSES
 from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
 from .runs.agent_factory import check_run_env, learner_module, make_task_env
+from .runs.closed_stdout import run_on_without_stdout
 from .runs.grid import RunOutcome, check_grid, run_grid, threads_per_worker
-from .runs.resume import saved_settings
+from .runs.resume import trained_eval_every
 from .runs.stopping import RunInterrupted, interrupt_on_signals
 from .runs.tracking import Tracking, check_tracking
 from .runs.train import train
@@ -172,6 +173,8 @@ def _strategies(opt: list[str] | None) -> list[str | None]:
     if opt is None:
         return [None]
     names = _listed(opt)
+    if not names:  # ``--opt ''`` or ``--opt ,``: a grid of no run would train nothing
+        raise ConfigError(f"--opt names no strategy (got {' '.join(opt)!r})")
     return available_strategies() if names == ["all"] else list(names)
 
 
@@ -183,6 +186,8 @@ def _seeds(seed: int | None, seeds: list[str] | None) -> list[int | None]:
     except ValueError:
         given = " ".join(seeds)
         raise ConfigError(f"--seeds expects a count or a list of integers, got {given!r}") from None
+    if not values:  # ``--seeds ''`` or ``--seeds ,``: a grid of no run would train nothing
+        raise ConfigError(f"--seeds names no seed (got {' '.join(seeds)!r})")
     if len(values) == 1:
         if values[0] <= 0:
             raise ConfigError(f"--seeds count must be > 0, got {values[0]}")
@@ -191,6 +196,7 @@ def _seeds(seed: int | None, seeds: list[str] | None) -> list[int | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    run_on_without_stdout()  # a closed stdout silences progress, it does not stop a run
     parser = build_parser()
     args = parser.parse_args(argv)
     configs: list = []
@@ -202,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             config_file=args.config,
             set_options=args.set_options,
             notes=notes,
-            saved_eval_every=_saved_eval_every,
+            saved_eval_every=trained_eval_every,
             env=args.env,
             total_steps=args.total_steps,
             eval_every=args.eval_every,
@@ -258,13 +264,6 @@ def _stopped(stop: RunInterrupted, argv: list[str] | None, grid: bool) -> str:
         words.append("--resume")
     command = shlex.join(["train_agent", *words])
     return f"stopped ({what}), checkpoint written; to continue: {command}"
-
-
-def _saved_eval_every(run: RunSettings) -> int | None:
-    """The evaluation interval ``run``'s directory was trained with, if it holds a run:
-    a short run's schedule derived from ``--steps`` never changes an existing run's."""
-    saved = saved_settings(run.run_dir())
-    return saved.eval_every if isinstance(saved, RunSettings) else None
 
 
 def _is_grid(configs: list[RunSettings], args: argparse.Namespace) -> bool:

@@ -24,6 +24,13 @@ from .validation import Checks, require_beta, require_non_negative, require_posi
 
 #: The Hessian estimates of ``ivon-opt`` (``IVON.hessian_approx_methods``).
 HESSIAN_ESTIMATES = ("price", "gradsq")
+#: The largest initial sampling std σ₀ = 1/√(ess·(h₀ + δ)) the settings may give. Weights
+#: drawn with a σ of this size are noise: a network's weights start at ~1/√fan_in ≪ 1, and
+#: every unit behind such weights saturates whatever its input (σ₀ is 0.1 in the preset,
+#: 0.01-0.3 in the studies). A few orders more and the actor's float32 activations overflow
+#: at the first step (ess = 1e-30 gives σ₀ = 1e17: non-finite actions before any update);
+#: so a σ₀ above this is refused with the settings it comes from, not blamed on an update.
+MAX_INITIAL_STD = 1e3
 
 
 def _require_estimate(name: str, value: Any) -> str:
@@ -126,6 +133,7 @@ class IVON(Posterior, WeightSampling, torch.optim.Optimizer):
                 "hess_init null takes h0 = weight_decay, which must then be > 0 "
                 "(sigma_0 = 1/sqrt(2 ess weight_decay)), got weight_decay 0"
             )
+        _check_initial_std(settings)
 
     _state_keys = ("exp_avg", "hess")
 
@@ -250,6 +258,24 @@ class IVON(Posterior, WeightSampling, torch.optim.Optimizer):
                 per_example = kl.flatten(start_dim=2).sum(dim=2, dtype=torch.float64).mean(dim=1)
                 total = per_example if total is None else total + per_example
         return 0.5 * total
+
+
+def _check_initial_std(settings: Mapping[str, Any]) -> None:
+    """σ₀ = 1/√(ess·(h₀ + δ)), derived from three settings, at most :data:`MAX_INITIAL_STD`;
+    else a ValueError naming them (``ess`` first: the effective sample size is the one a
+    user scales over decades)."""
+    h0 = initial_hessian(settings)
+    sigma0 = 1.0 / math.sqrt(settings["ess"] * (h0 + settings["weight_decay"]))
+    if sigma0 > MAX_INITIAL_STD:
+        given = settings["hess_init"] is not None
+        h0_from = "hess_init" if given else "hess_init null: h0 = weight_decay"
+        raise ValueError(
+            f"ess = {settings['ess']:g} gives the initial sampling std sigma_0 = "
+            f"1/sqrt(ess (h0 + weight_decay)) = {sigma0:.3g} (h0 = {h0:g}, {h0_from}; "
+            f"weight_decay = {settings['weight_decay']:g}), above {MAX_INITIAL_STD:g}: weights "
+            "drawn with it are noise, and the actor's activations overflow; raise ess (or "
+            "hess_init, weight_decay)"
+        )
 
 
 def initial_hessian(group: Mapping) -> float:

@@ -170,10 +170,11 @@ def test_a_wandb_that_cannot_start_the_run_is_one_line_and_keeps_nothing(
     tmp_path, train_agent, monkeypatch
 ):
     """W&B refusing its own settings (here a mode it does not know) as it would refuse an
-    online run without a login: one line, before the first step, no run directory kept."""
+    online run without a login: one line, before anything is made (W&B's settings from the
+    environment are checked with the run's), no run directory kept."""
     monkeypatch.setenv("WANDB_MODE", "no-such-mode")
     result = train_agent(*TINY, "--track", cwd=tmp_path)
     line = error_line(result)
-    assert line.startswith("train_agent: error: --track: W&B could not start the run (")
-    assert line.endswith("was not kept")
+    assert line.startswith("train_agent: error: --track: W&B refuses its settings in the ")
+    assert "WANDB_MODE='no-such-mode'" in line
     assert not (tmp_path / "runs" / "Pendulum-v1" / "vadam").exists()

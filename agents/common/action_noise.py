@@ -39,7 +39,13 @@ class CheckedActionNoise(ActionNoise):
     @classmethod
     def checked_settings(cls, **settings: Any) -> dict[str, Any]:
         """The settings as the noise keeps them, or a ValueError naming the bad one."""
-        return {name: cls._setting_checks[name](name, value) for name, value in settings.items()}
+        checked = {name: cls._setting_checks[name](name, value) for name, value in settings.items()}
+        cls._check_together(checked)
+        return checked
+
+    @classmethod
+    def _check_together(cls, settings: dict[str, Any]) -> None:
+        """Checks of what several settings give together (none by default)."""
 
 
 class GaussianActionNoise(CheckedActionNoise):
@@ -74,11 +80,31 @@ class OrnsteinUhlenbeckActionNoise(CheckedActionNoise):
 
     with dt = 1, the discretisation of Lillicrap et al.'s DDPG (one process step per
     environment step; SB3's own class defaults to dt = 0.01, a 10× smaller σ per step).
+
+    The recursion is x ← (1 − θ·dt)·x + σ√dt·N(0, I): it reverts to 0 while |1 − θ·dt| ≤ 1,
+    that is θ·dt ≤ :data:`MAX_THETA_DT` (above 1 it overshoots 0 and oscillates, still
+    bounded); beyond, each step multiplies x by more than 1 in magnitude and the noise grows
+    without bound — non-finite actions within steps at θ = 1e30, before any update. Such a
+    θ·dt is refused with the settings, naming both.
     """
+
+    #: The largest θ·dt for which the process stays bounded (|1 − θ·dt| ≤ 1).
+    MAX_THETA_DT: ClassVar[float] = 2.0
 
     _setting_checks: ClassVar[Checks] = dict(
         theta=require_non_negative, sigma=require_non_negative, dt=require_positive
     )
+
+    @classmethod
+    def _check_together(cls, settings: dict[str, Any]) -> None:
+        theta, dt = settings["theta"], settings["dt"]
+        if theta * dt > cls.MAX_THETA_DT:
+            raise ValueError(
+                f"action_noise: theta * dt = {theta:g} * {dt:g} = {theta * dt:g} must be <= "
+                f"{cls.MAX_THETA_DT:g}: the Ornstein-Uhlenbeck step x <- (1 - theta dt) x + ... "
+                "otherwise grows x without bound (non-finite actions within steps); lower "
+                "theta (Lillicrap et al.'s is 0.15) or dt"
+            )
 
     def __init__(
         self,

@@ -7,7 +7,7 @@ agent saves is exactly that (``DDPG.state_dict``, ``SB3Agent.state_dict``), with
 engine that wrote it under ``engine`` (absent in native checkpoints of earlier versions).
 Every problem becomes a :class:`CheckpointError` naming the file and saying what is wrong:
 empty, truncated, not a checkpoint at all, another engine's, a file that would need code
-to load.
+to load, weights that are not finite, counters that are not counts.
 
 A file that would run code is found before torch reads it, from the pickle's own
 instructions (:func:`code_in_pickle`): torch's refusal words it differently from release
@@ -138,7 +138,27 @@ def read_checkpoint(
             f"checkpoint {path} refused: its weights or optimizer state are not finite "
             f"({listed(bad)}); a run never saves such a state, so the file was changed"
         )
+    _check_counters(state["counters"], path)
     return state
+
+
+def _check_counters(counters: Any, path: Path) -> None:
+    """Every counter of a checkpoint (steps, updates, episodes, skipped updates) is a count:
+    an integer >= 0. A resume trusts them before anything else — the step it continues
+    from decides which of ``eval.csv``'s evaluations it keeps — so a file whose counters
+    are not counts (``'200'``, ``-100``) was changed, and is refused as it is read, with
+    the run directory as it was."""
+    if not isinstance(counters, Mapping):
+        raise CheckpointError(
+            f"checkpoint {path} refused: its counters are {type(counters).__name__}, not a "
+            "mapping of counts; a run never saves such a file, so it was changed"
+        )
+    for name, value in counters.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise CheckpointError(
+                f"checkpoint {path} refused: its counter {name} is {value!r}, not a count "
+                "(an integer >= 0); a run never saves such a value, so the file was changed"
+            )
 
 
 def _check_archive(path: Path) -> None:

@@ -65,6 +65,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..common.checks import require_known
 from ..common.errors import ConfigError, os_error_message
 from ..runs.run_logger import EVAL_CSV
 from .coverage import COVERAGE_FILES, write_coverage_report
@@ -491,6 +492,15 @@ def _kept_strategies(args: argparse.Namespace) -> set[str] | None:
     return {s.strip() for s in args.strategies.split(",")} if args.strategies else None
 
 
+def _check_kept(keep: set[str] | None, runs_dirs: list[Path]) -> None:
+    """When ``--strategies`` kept no run: the names it gives, if the directories hold runs
+    of other strategies (a typo, not runs missing), as one ConfigError naming each with the
+    nearest strategy there is. (Where some names match, the others are a note.)"""
+    held = {path.parts[-3] for d in runs_dirs for path in d.glob(f"*/seed*/{EVAL_CSV}")}
+    if keep and held:
+        require_known("strategy (--strategies):", sorted(keep), sorted(held))
+
+
 def _load(
     args: argparse.Namespace, runs_dirs: list[Path], keep: set[str] | None
 ) -> tuple[list[Curve], list[str | None], list[str]]:
@@ -549,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         keep = _kept_strategies(args)
         curves, labels, notes = _load(args, runs_dirs, keep)
         if not curves:
+            _check_kept(keep, runs_dirs)
             fail(f"no <strategy>/seed*/{EVAL_CSV} with evaluations under "
                  f"{', '.join(map(str, runs_dirs))}")  # fmt: skip
         if args.at:

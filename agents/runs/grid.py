@@ -59,6 +59,7 @@ from typing import Literal
 from ..common.errors import ConfigError
 from ..common.stop_requests import request_stop
 from ..settings import RunSettings
+from .closed_stdout import run_on_without_stdout
 from .stopping import RunInterrupted, install_for_grid_worker, stop_requested
 from .tracking import Tracking
 
@@ -205,6 +206,7 @@ def _work(
     """A worker process: train each task the driver sends and send back its outcomes, until
     it sends None or is gone; stop (with a checkpoint) should the driver die first."""
     install_for_grid_worker()
+    run_on_without_stdout()  # its status lines share the driver's stdout
     watch_driver(driver)
     with contextlib.suppress(EOFError, OSError):  # the driver is gone: nobody to tell
         while (task := pipe.recv()) is not None:

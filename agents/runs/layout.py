@@ -29,6 +29,8 @@ from pathlib import Path
 from .run_logger import EVAL_CSV
 
 CHECKPOINT_DIR = "checkpoints"
+#: The checkpoint in it, every learner's (``checkpoint_name``).
+CHECKPOINT_FILE = "latest.pt"
 CONFIG_FILE = "config.yaml"
 #: The sb3 engine's checkpoint of earlier versions: SB3's own zip, never loaded.
 LEGACY_SB3_CHECKPOINT = "latest.zip"

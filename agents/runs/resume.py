@@ -8,12 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..common.checkpoints import read_checkpoint
 from ..common.errors import CheckpointError, ConfigError, DamagedFileError, RunDirectoryError
 from ..settings import RunSettings, load_run_settings
 from ..settings.files import upgrade_config_keys
-from .layout import CHECKPOINT_DIR, CONFIG_FILE
+from .layout import CHECKPOINT_DIR, CHECKPOINT_FILE, CONFIG_FILE
 from .run_logger import EVAL_CSV, eval_rows_from_events, read_eval_csv
 
+#: The checkpoint's engine (:data:`agents.common.checkpoints.REQUIRED_KEYS`) of a run's
+#: (algo, engine).
+ENGINES = {("ddpg", "native"): "native", ("ddpg", "sb3"): "sb3", ("trpo", "sb3"): "sb3-trpo"}
 #: Keys that may differ between a run's saved settings and the command resuming it.
 RESUMABLE_CHANGES = {
     "total_steps",
@@ -47,6 +51,27 @@ def saved_settings(run_dir: Path) -> RunSettings | ConfigError | None:
         return load_run_settings(path)
     except ConfigError as err:
         return err
+
+
+def trained_eval_every(run: RunSettings) -> int | None:
+    """The evaluation interval ``run``'s directory was trained with, if it holds a run: its
+    ``config.yaml``'s, else (gone or damaged: a resume writes it again) its checkpoint's
+    run settings', so that a short run's schedule derived from ``--steps`` never changes an
+    existing run's. None for a new run, and for one whose files cannot tell (the resume
+    then says what is wrong with them)."""
+    run_dir = run.run_dir()
+    saved = saved_settings(run_dir)
+    if isinstance(saved, RunSettings):
+        return saved.eval_every
+    path = run_dir / CHECKPOINT_DIR / CHECKPOINT_FILE
+    if not path.is_file():
+        return None
+    engine = ENGINES.get((run.algo, run.engine), "native")
+    try:
+        recorded = read_checkpoint(path, engine=engine).get("metadata", {}).get("run_config")
+        return RunSettings.from_values(upgrade_config_keys(recorded)).eval_every
+    except (CheckpointError, ConfigError, TypeError, AttributeError):
+        return None
 
 
 def check_run_settings(run_dir: Path, requested: RunSettings, metadata: dict[str, Any]) -> None:

@@ -58,8 +58,27 @@ class Tracking:
 
 
 def check_tracking() -> ModuleType:
-    """W&B's module, or the one line that names the extra to install."""
-    return optional_import("wandb", "--track")
+    """W&B's module, or the one line that names the extra to install or the W&B setting
+    of the environment W&B refuses (:func:`check_wandb_environment`)."""
+    wandb = optional_import("wandb", "--track")
+    check_wandb_environment(wandb)
+    return wandb
+
+
+def check_wandb_environment(wandb: ModuleType) -> None:
+    """W&B's settings from the environment (``WANDB_MODE``, ``WANDB_DIR``, …), checked as
+    ``wandb.init`` checks them, without starting anything: a value W&B refuses
+    (``WANDB_MODE=bogus``) is one ConfigError line naming the variable, for ``--check``
+    and the run alike, instead of a run that stops before its first step."""
+    settings = getattr(wandb, "Settings", None)
+    if settings is None or not hasattr(settings, "update_from_env_vars"):
+        return  # a W&B without this check: wandb.init says what it refuses
+    try:
+        settings().update_from_env_vars(dict(os.environ))
+    except Exception as err:  # pydantic's ValidationError, or W&B's own
+        raise ConfigError(
+            f"--track: W&B refuses its settings in the environment: {_refusal(err)}"
+        ) from None
 
 
 def group_of(config: RunSettings, tracking: Tracking) -> str:
@@ -126,3 +145,18 @@ def start_tracker(tracking: Tracking, config: RunSettings, run_dir: Path, name: 
     run.define_metric(STEP_METRIC)
     run.define_metric("*", step_metric=STEP_METRIC)
     return Tracker(run)
+
+
+def _refusal(err: Exception) -> str:
+    """What W&B refused, one line per setting: the variable that set it and why."""
+    errors = getattr(err, "errors", None)
+    if not callable(errors):
+        return " ".join(str(err).split())
+    found = []
+    for error in errors():
+        field = ".".join(map(str, error.get("loc", ()))) or "?"
+        given = error.get("input")
+        names = [k for k, v in os.environ.items() if k.startswith("WANDB_") and v == str(given)]
+        where = names[0] if names else field
+        found.append(f"{where}={given!r}: {error.get('msg', 'refused')}")
+    return "; ".join(found) or " ".join(str(err).split())

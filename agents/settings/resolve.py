@@ -5,7 +5,10 @@
 ``--config`` may be given more than once, each file a layer over the one before. A file
 may hold a ``strategies:`` mapping of strategy name → values that apply to that strategy
 only, after the file's other values (e.g. a study's action-noise scale for the action-noise
-baselines, so that one grid runs every strategy with its own setting).
+baselines, so that one grid runs every strategy with its own setting). A file's two parts
+are one layer: a later file's values, plain or under ``strategies:``, win over an earlier
+file's (``--config study.yaml --config mine.yaml``: mine.yaml's ``action_noise`` wins over
+the study's ``strategies.gaussian-action``).
 The merged mapping becomes one :class:`RunSettings` (:meth:`RunSettings.from_values`),
 which is all the layers below ever see.
 
@@ -82,7 +85,10 @@ def resolve_runs(
     on the same seeds); the files and options are read once. A short run's schedule
     (module docstring) is said once in ``notes``; ``saved_eval_every`` gives the interval
     a run already trained with, if it exists."""
-    file_values, per_strategy, source = _config_files(config_file)
+    files = _config_files(config_file)
+    file_values: dict[str, Any] = {}
+    for _, values, _ in files:
+        file_values = _merge(file_values, values)
     set_values = parse_set_options(set_options or [])
     flag_values = {k: v for k, v in flags.items() if v is not None}
     runs = []
@@ -90,10 +96,16 @@ def resolve_runs(
         for strategy in strategies:
             name = _strategy_name(strategy, file_values, set_values, flag_values)
             preset = load_yaml(preset_path(name))
+            file_layers = _file_layers(files, name)
             for variant, values in _sweep(name, set_values):
                 seeded = flag_values if seed is None else {**flag_values, "seed": seed}
-                layers = (preset, file_values, per_strategy.get(name, {}), values, seeded)
-                run = _resolve(name, layers, source)
+                layers = (
+                    (f"preset {name}", preset),
+                    *file_layers,
+                    ("--set", values),
+                    ("the command line", seeded),
+                )
+                run = _resolve(name, layers)
                 if variant:
                     run = dataclasses.replace(run, variant=variant)
                 runs.append(_curve_schedule(run, layers, saved_eval_every, notes))
@@ -102,12 +114,12 @@ def resolve_runs(
 
 def _curve_schedule(
     run: RunSettings,
-    layers: tuple[dict, ...],
+    layers: tuple[tuple[str, dict], ...],
     saved_eval_every: Callable[[RunSettings], int | None],
     notes: list[str] | None,
 ) -> RunSettings:
     """``run`` with a short run's schedule (module docstring) where it applies."""
-    *given, flags = layers[1:]
+    *given, flags = (values for _, values in layers[1:])
     if "total_steps" not in flags or any("eval_every" in layer for layer in (*given, flags)):
         return run
     saved = saved_eval_every(run)
@@ -116,9 +128,12 @@ def _curve_schedule(
     if run.total_steps >= CURVE_POINTS * run.eval_every:
         return run
     every = max(1, run.total_steps // CURVE_POINTS)
+    # every ``every`` steps, and one at the end of a run the schedule misses (the callback's)
+    count = -(-run.total_steps // every)
     note = (
         f"--steps {run.total_steps} without --eval-every: an evaluation every {every} "
-        f"steps, {CURVE_POINTS} in all (the preset's {run.eval_every} is for longer runs)"
+        f"step{'s' if every != 1 else ''}, {count} in all (the preset's {run.eval_every} is "
+        "for longer runs)"
     )
     if notes is not None and note not in notes:
         notes.append(note)
@@ -127,25 +142,36 @@ def _curve_schedule(
 
 def _config_files(
     config_file: str | Path | Sequence[str | Path] | None,
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]], str]:
-    """The ``--config`` files, each a layer over the one before (a study's protocol, then a
-    strategy's earlier preset, …): their values, their ``strategies:`` sections, each file
-    checked on its own, merged in order; and the files' names for messages."""
+) -> list[tuple[str, dict[str, Any], dict[str, dict[str, Any]]]]:
+    """The ``--config`` files in order, each a layer over the one before (a study's
+    protocol, then a strategy's earlier preset, …), each read and checked once: its name,
+    its values, its ``strategies:`` section."""
     if config_file is None:
-        files: list[str | Path] = []
+        paths: list[str | Path] = []
     elif isinstance(config_file, (str, Path)):
-        files = [config_file]
+        paths = [config_file]
     else:
-        files = list(config_file)
-    values: dict[str, Any] = {}
-    per_strategy: dict[str, dict[str, Any]] = {}
-    for path in files:
+        paths = list(config_file)
+    files = []
+    for path in paths:
         layer = load_yaml(path)
         strategies = _strategy_values(layer.pop("strategies", {}), str(path))
         require_known(f"config key(s) in {path}:", layer, RunSettings.keys())
-        values = _merge(values, layer)
-        per_strategy = _merge(per_strategy, strategies)
-    return values, per_strategy, ", ".join(str(path) for path in files) or "None"
+        files.append((str(path), layer, strategies))
+    return files
+
+
+def _file_layers(
+    files: list[tuple[str, dict[str, Any], dict[str, dict[str, Any]]]], name: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """The files' layers for strategy ``name``, in order: each file's values, then its
+    ``strategies.<name>`` section, before the next file's (module docstring)."""
+    layers = []
+    for path, values, strategies in files:
+        layers.append((path, values))
+        if name in strategies:
+            layers.append((f"{path} (strategies.{name})", strategies[name]))
+    return layers
 
 
 def _strategy_name(
@@ -162,13 +188,11 @@ def _strategy_name(
     return name
 
 
-def _resolve(name: str, layers: tuple[dict, ...], source: str) -> RunSettings:
-    """The layers (preset, file, the file's strategy section, --set, flags) merged and
-    resolved for strategy ``name``."""
-    sources = (f"preset {name}", source, f"{source} (strategies.{name})", "--set",
-               "the command line")  # fmt: skip
+def _resolve(name: str, layers: tuple[tuple[str, dict], ...]) -> RunSettings:
+    """The layers (preset, each file and its strategy section, --set, flags: each named
+    for messages) merged in order and resolved for strategy ``name``."""
     values: dict[str, Any] = {}
-    for layer, where in zip(layers, sources, strict=True):
+    for where, layer in layers:
         require_known(f"config key(s) in {where}:", layer, RunSettings.keys())
         values = _merge(values, layer)
     return RunSettings.from_values({**values, "strategy": name})
