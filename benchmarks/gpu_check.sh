@@ -9,7 +9,8 @@
 # and for the sparse car (device_step_sparse.log); then
 # benchmarks/population.py: MEMBERS (100)
 # members of the 400-300 HalfCheetah-v4 config as one population's whole run (its envs in
-# MuJoCo Warp), with the compiled update's share of the GPU's fp32 peak; then the CUDA tests
+# MuJoCo Warp), with the compiled update's share of the GPU's fp32 peak; then the CUDA tests:
+# the CUDA cases (marker `cuda`) of the tests parametrized by device, whose CPU cases CI runs
 # (single runs eager and compiled, the CLI with --resume, a population's update against the
 # CPU's, the Warp env on the GPU against gymnasium's and its CUDA graph against its kernels);
 # then LARGE (1000) members, a shorter run; then the sparse tasks' device envs (the cart-pole in
@@ -47,7 +48,7 @@ WORLDS=${WORLDS:-100 1000}
 WARP_STEPS=${WARP_STEPS:-200}
 DEVICE_MEMBERS=${DEVICE_MEMBERS:-1 100 1000}
 DEVICE_STEPS=${DEVICE_STEPS:-300}
-TESTS=${TESTS:-gpu or cuda}  # pytest -k of the CUDA tests
+TESTS=${TESTS:-cuda}  # pytest -k within the CUDA tests (-m cuda): a rerun's subset
 PEAK=${PEAK:---peak}     # PEAK= skips the update's timing (a rerun that has it)
 STAGE_LIMIT=${STAGE_LIMIT:-200}  # seconds each stage may take: a late one still reports
 mkdir -p "$OUT"
@@ -103,8 +104,8 @@ stage population.log python3 benchmarks/population.py --device "$DEVICE" --worke
   --members $MEMBERS --modes population --steps-halfcheetah "$STEPS" $PEAK --cold \
   --json "$OUT/population.json"
 
-stage pytest.log python3 -m pytest -q -rA -n "${TEST_WORKERS:-4}" -p no:cacheprovider tests/test_cuda.py \
-  tests/test_population.py tests/test_torch_mountain_car.py -k "$TESTS"
+stage pytest.log python3 -m pytest -q -rA -n "${TEST_WORKERS:-4}" -p no:cacheprovider tests/test_devices.py \
+  tests/test_population.py tests/test_torch_mountain_car.py -m cuda -k "$TESTS"
 
 if [ -n "$LARGE" ]; then  # the large population, a shorter run
   stage population_large.log python3 benchmarks/population.py --device "$DEVICE" --workers 1 --tasks halfcheetah \

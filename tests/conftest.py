@@ -93,6 +93,27 @@ def error_line(result: Result | subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+#: The CUDA case of a test parametrized by device (``DEVICES``, ``warp_device``): it skips
+#: without a CUDA device, and its ``cuda`` mark is what ``benchmarks/gpu_check.sh`` selects.
+#: Its CPU case runs the same code on every CI, so that the GPU's test code cannot rot
+#: between lent GPUs.
+CUDA = pytest.param(
+    "cuda",
+    marks=[
+        pytest.mark.cuda,
+        pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    ],
+)
+DEVICES = ["cpu", CUDA]
+
+
+def require_mujoco_warp() -> None:
+    """Skips a test of MuJoCo Warp's envs where the ``gpu`` extra is not installed."""
+    pytest.importorskip(
+        "mujoco_warp", reason="MuJoCo Warp is the optional extra: pip install 'param-explore[gpu]'"
+    )
+
+
 @pytest.fixture(scope="session")
 def warp_cpu() -> str:
     """Warp's CPU backend, with every Warp task's kernels compiled: once per session, and
@@ -101,14 +122,22 @@ def warp_cpu() -> str:
 
     from agents.common import vector_envs
 
-    pytest.importorskip(
-        "mujoco_warp", reason="MuJoCo Warp is the optional extra: pip install 'param-explore[gpu]'"
-    )
+    require_mujoco_warp()
     for env_id in sorted(vector_envs.WARP):
         vector = vector_envs.make_vector_env(env_id, 1, backend="warp", device="cpu")
         vector.reset(seed=0)
         vector.step(np.zeros(vector.action_space.shape, dtype=np.float32))
     return "cpu"
+
+
+@pytest.fixture(params=[pytest.param("cpu", marks=[pytest.mark.slow, pytest.mark.warp]), CUDA])
+def warp_device(request: pytest.FixtureRequest) -> str:
+    """The device of a test of MuJoCo Warp's envs: Warp's CPU backend (``warp_cpu``; the
+    case is ``slow`` and ``warp``: CI's Warp pass runs it) or a CUDA device."""
+    if request.param == "cpu":
+        return request.getfixturevalue("warp_cpu")
+    require_mujoco_warp()
+    return "cuda"
 
 
 class NumpyFace:

@@ -30,6 +30,8 @@ from agents.runs.population_run import train_population
 from agents.settings import DDPGSettings
 from agents.settings.resolve import resolve_runs
 
+from conftest import DEVICES
+
 SMALL = dict(hidden_sizes=[16, 16], batch_size=8, learning_starts=32, buffer_size=500,
              normalize_observations=True)  # fmt: skip
 SEEDS = [3, 7]
@@ -432,12 +434,16 @@ def test_the_memory_check_counts_every_member(tmp_path):
         assert line.count(part) == 1 and f"4 × {part}" in line, line
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("compile", [False, True])
-def test_a_population_on_a_gpu_updates_as_on_the_cpu(compile):
-    """The same injected minibatch and ε on a GPU and on the CPU: the same update."""
-    configs = [settings("vadam", compile=compile)] * 2
-    sides = [make_population("Pendulum-v1", configs, SEEDS, device) for device in ("cpu", "cuda")]
+def test_a_population_on_its_device_updates_as_on_the_cpu(compile, device):
+    """The same injected minibatch and ε on the CPU (the eager update, the reference) and on
+    ``device`` (eager or compiled): the same update; then the population learns on its
+    device (acting, the envs, ε drawn there)."""
+    sides = [
+        make_population("Pendulum-v1", [settings("vadam", compile=compiled)] * 2, SEEDS, side)
+        for side, compiled in (("cpu", False), (device, compile))
+    ]
     rng = np.random.default_rng(0)
     obs, next_obs = rng.normal(size=(2, 40, 2, OBS_DIM))
     for population in sides:
@@ -456,6 +462,8 @@ def test_a_population_on_a_gpu_updates_as_on_the_cpu(compile):
     for a, b in zip(sides[0].members, sides[1].members, strict=True):
         for p, q in zip(a.critic.parameters(), b.critic.parameters(), strict=True):
             torch.testing.assert_close(p, q.cpu(), rtol=1e-3, atol=1e-4)
-    gpu = sides[1]
-    gpu.learn(5, [Callback(), Callback()])  # acting, the envs, the draws on the device
-    assert gpu.noise.device.type == "cuda" and all(m.num_timesteps == 5 for m in gpu.members)
+    population = sides[1]
+    population.learn(5, [Callback(), Callback()])  # acting, the envs, the draws on the device
+    noise = population.state.noise  # every member's ε, drawn again as it learned
+    assert noise.device.type == device and not torch.equal(noise, torch.ones_like(noise))
+    assert all(m.num_timesteps == 5 for m in population.members)

@@ -18,7 +18,7 @@ from agents.settings import DDPGSettings
 from agents.tasks.mountain_car_batch import BatchedMountainCar
 from agents.tasks.torch_mountain_car import TorchMountainCar
 
-from conftest import NumpyFace, populations_both_ways
+from conftest import DEVICES, NumpyFace, populations_both_ways
 
 CARS = ["SparseMountainCar-v0", "MountainCarContinuous-v0"]
 
@@ -32,12 +32,7 @@ def set_states(numpy_car: BatchedMountainCar, torch_car: TorchMountainCar, pos, 
     torch_car.velocity = torch.tensor(vel, device=device)
 
 
-CUDA = pytest.param(
-    "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-)
-
-
-@pytest.mark.parametrize("device", ["cpu", CUDA])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("env_id", CARS)
 def test_a_step_from_the_same_state_is_the_numpy_cars(env_id, device):
     """From the same float32 states and actions (inside and beyond ±1: a clipped force's
