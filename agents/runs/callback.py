@@ -48,6 +48,7 @@ from ..common.tags import (
 )
 from ..settings import RunSettings
 from .agent_factory import make_task_env
+from .population_lines import PopulationLines
 from .run_logger import RunLogger
 from .stopping import stop_requested
 
@@ -139,6 +140,9 @@ class RunCallback(Callback):
         self._clock = time.perf_counter()
         self._clock_step = 0
         self._checkpoint_due = False
+        #: The lines of the population this run is a member of, which say for all its
+        #: members what each run's lines say of it (None: a run of its own).
+        self.population: PopulationLines | None = None
         self._evaluating = False
         self._skipped_reported = 0
         #: (step, updates, skipped updates) at the start of the current skip window.
@@ -161,7 +165,11 @@ class RunCallback(Callback):
         self._clock_step = agent.num_timesteps
         self._status_step = agent.num_timesteps
         if self._status_lines:
-            self._write(start_line(self.config, agent.num_timesteps))
+            line = start_line(self.config, agent.num_timesteps)
+            if self.population is not None:
+                self.population.started(line)
+            else:
+                self._write(line)
 
     def on_episode_end(
         self, agent: RunnableAgent, episode_return: float, episode_length: int
@@ -275,12 +283,17 @@ class RunCallback(Callback):
         )
 
     def _write_status(self, step: int) -> None:
-        """The run's status line: steps done, speed, the latest evaluation and σ."""
+        """The run's status line: steps done, speed, the latest evaluation and σ (its
+        population's, for a member of one)."""
         total = self.config.total_steps
         status = [f"step {step}/{total} ({step / total:.0%})"]
         elapsed = time.perf_counter() - self._clock
         # The throughput since the last logged one (evaluations excluded), else that one.
         speed = (step - self._clock_step) / elapsed if step > self._clock_step else self._speed
+        if self.population is not None:
+            self.population.status(step, total, speed)
+            self._status_at, self._status_step = time.monotonic(), step
+            return
         if speed is not None:
             status.append(f"{speed:.0f} steps/s")
         if self.last_eval is not None:
@@ -317,9 +330,13 @@ class RunCallback(Callback):
         self.last_eval = mean
         succeeded = "" if success is None else f", success {success:.0%}"
         sigma = "" if self.last_sigma is None else f", σ {sigma_text(self.last_sigma)}"
-        self._write(
-            f"step {step}: eval return {mean:.1f} ± {std:.1f} ({episodes} ep{succeeded}){sigma}"
-        )
+        if self.population is not None:
+            self.population.evaluated(step, mean, success, self.last_sigma)
+            self._status_at = time.monotonic()
+        else:
+            self._write(
+                f"step {step}: eval return {mean:.1f} ± {std:.1f} ({episodes} ep{succeeded}){sigma}"
+            )
         self._set_postfix()  # the evaluation's line is the run's status line too
         # Evaluation time is not training time: restart the throughput clock.
         self._clock += time.perf_counter() - started
@@ -327,8 +344,11 @@ class RunCallback(Callback):
     def _write(self, line: str) -> None:
         """One line of the run's log, naming the run: plain on a pipe, above the bar on a
         terminal."""
-        line = f"{self.name} {line}"
         self._status_at = time.monotonic()  # any line of the run is a status line too
+        self.write_line(f"{self.name} {line}")
+
+    def write_line(self, line: str) -> None:
+        """``line`` as it is: plain on a pipe, above the bar on a terminal."""
         if self.bar.disable:
             print(line, flush=True)
         else:

@@ -35,6 +35,7 @@ from ..settings.sharing import check_population
 from ..tasks import with_task_report
 from .agent_factory import make_run_bonus, make_task_env
 from .callback import EVAL_SEED_OFFSET, Progress
+from .population_lines import PopulationLines
 from .stopping import RunInterrupted, stop_on_signals
 from .tracking import Tracking
 from .train import OpenRun, close_run, locked_run_dir, open_run
@@ -161,14 +162,21 @@ def _train_group(
     tests = SharedTestEpisodes(
         population, lambda copies: _vector_env(first, copies), first.eval_episodes
     )
+    lines = None
+    if len(group) > 1:  # its members' lines as one
+        lines = PopulationLines([run.config for run in group], [run.callback.name for run in group])
+        lines.writes_with(group[0].callback.write_line)
     for run in group:
         run.callback.test_episodes = tests.of(run.agent, run.config.seed + EVAL_SEED_OFFSET)
+        run.callback.population = lines
     runs = {id(run.agent): run for run in group}
     closed: set[int] = set()
     signals: list[int] = []
 
     def close(run: OpenRun, stop: Exception | None) -> None:
         closed.add(id(run.agent))
+        if lines is not None and stop is not None:
+            lines.stopped()
         outcome = MemberOutcome(run.run_dir, None)
         try:
             close_run(run, stop)
@@ -188,6 +196,8 @@ def _train_group(
         for run in group:
             run.callback.logger.close(failed=True)
         raise
+    if lines is not None:
+        lines.flush()
     for run in group:
         if id(run.agent) not in closed:
             close(run, None)
