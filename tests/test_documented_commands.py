@@ -58,6 +58,10 @@ NOT_RUN = {
     "--workers 2": "a grid of six 50 k-step runs, ~25 minutes (checked with --check)",
     "train_agent --env Pendulum-v1 --opt vadam,adam-plain --seeds 3 --steps 20000 --track "
     "--wandb-project pendulum": "a grid of six 20 k-step runs (checked with --check)",
+    "wandb leet runs/wandb": "a terminal UI (tests/test_tracking.py runs its inspect form)",
+    "wandb leet inspect --summary runs/wandb": "needs a tracked run: tests/test_tracking.py",
+    "wandb sync --dry-run runs/wandb/offline-run-*": "needs a tracked run: tests/test_tracking.py",
+    "wandb sync runs/wandb/offline-run-*": "uploads: needs a W&B account and the network",
     "compare_runs runs/HalfCheetah-v4 runs/Hopper-v4": "needs grids of runs of two tasks",
     "compare_runs a/HalfCheetah-v4 b/HalfCheetah-v4 --labels a,b": "needs two grids of runs",
     "bash studies/reproduction/reproduce.sh": "the study: ~28 core-hours",
