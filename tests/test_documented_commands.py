@@ -1,8 +1,9 @@
 """Every command and Python snippet README and the docs give works as written.
 
 A command is a line of a ```bash block in README.md, docs/*.md or a study's README (inline
-code is prose). Each one is run here as written, or named in :data:`NOT_RUN` with the reason
-(it trains for longer than a test may, installs, or serves); a command that is neither fails
+code is prose). Each one is run here as written (rl-zoo3's with a smoke budget appended,
+:data:`RL_ZOO_SMOKE`), or named in :data:`NOT_RUN` with the reason (it trains for longer
+than a test may, installs, or serves); a command that is neither fails
 the collection test, so a new one has to be considered. Every ``train_agent`` command,
 whether run or not, is checked in the default suite with ``--check``: its flags parse, its
 settings resolve and its envs are made, so a renamed flag, setting or strategy is caught.
@@ -57,16 +58,12 @@ NOT_RUN = {
     "--workers 2": "a grid of six 50 k-step runs, ~25 minutes (checked with --check)",
     "train_agent --env Pendulum-v1 --opt vadam,adam-plain --seeds 3 --steps 20000 --track "
     "--wandb-project pendulum": "a grid of six 20 k-step runs (checked with --check)",
+    "wandb leet runs/wandb": "a terminal UI (tests/test_tracking.py runs its inspect form)",
+    "wandb leet inspect --summary runs/wandb": "needs a tracked run: tests/test_tracking.py",
+    "wandb sync --dry-run runs/wandb/offline-run-*": "needs a tracked run: tests/test_tracking.py",
+    "wandb sync runs/wandb/offline-run-*": "uploads: needs a W&B account and the network",
     "compare_runs runs/HalfCheetah-v4 runs/Hopper-v4": "needs grids of runs of two tasks",
     "compare_runs a/HalfCheetah-v4 b/HalfCheetah-v4 --labels a,b": "needs two grids of runs",
-    "python -m rl_zoo3.train --algo ddpg --env HalfCheetah-v4 -conf hyperparams/ddpg.yml "
-    "--gym-packages agents.sb3.policy": "trains SB3's DDPG for rl-zoo3's budget (1 M steps)",
-    "OMP_NUM_THREADS=1 python -m rl_zoo3.train --algo td3 --env Pendulum-v1 -conf "
-    "examples/rl_zoo/td3.yml --gym-packages agents.sb3.zoo --optimize-hyperparameters "
-    "--n-trials 4 --n-timesteps 1500 --n-jobs 1 --sampler random --pruner none --seed 0 "
-    "--no-optim-plots": (
-        "four 1.5 k-step trials, ~40 CPU-seconds (tests/test_rl_zoo.py runs two short ones)"
-    ),
     "bash studies/reproduction/reproduce.sh": "the study: ~28 core-hours",
     "STEPS=300000 bash studies/reproduction/reproduce.sh": "extends the study's runs",
     "bash studies/sparse/reproduce.sh": "the study: ~10 core-hours",
@@ -104,6 +101,22 @@ RUN_IN_ORDER = [
 ]
 
 
+#: rl-zoo3's commands, run here as written from the repository's root (where docs/sb3.md says
+#: to run them: they name examples/rl_zoo/) with these arguments appended, which argparse
+#: takes over the command's own: a smoke budget, and rl-zoo3's logs in the test's directory.
+RL_ZOO_SMOKE = {
+    "OMP_NUM_THREADS=1 python -m rl_zoo3.train --algo ddpg --env Pendulum-v1 -conf "
+    "examples/rl_zoo/ddpg.yml --gym-packages agents.sb3.policy --progress": ("-n", "300"),
+    "OMP_NUM_THREADS=1 python -m rl_zoo3.train --algo ddpg --env HalfCheetah-v4 -conf "
+    "examples/rl_zoo/ddpg.yml --gym-packages agents.sb3.policy --progress --eval-freq 10000 "
+    "--eval-episodes 20": ("-n", "300"),
+    "OMP_NUM_THREADS=1 python -m rl_zoo3.train --algo td3 --env Pendulum-v1 -conf "
+    "examples/rl_zoo/td3.yml --gym-packages agents.sb3.zoo --optimize-hyperparameters "
+    "--n-trials 4 --n-timesteps 1500 --n-jobs 1 --sampler random --pruner none --seed 0 "
+    "--no-optim-plots": ("--n-trials", "1", "--n-timesteps", "300", "--eval-episodes", "1"),
+}
+
+
 def documented_commands() -> dict[str, list[str]]:
     """Every command of a bash block, joined over ``\\`` continuations, without comments,
     with the files it appears in."""
@@ -126,9 +139,10 @@ def documented_commands() -> dict[str, list[str]]:
 
 def test_every_documented_command_is_run_or_said_to_be_too_long():
     documented = documented_commands()
-    unconsidered = sorted(set(documented) - set(NOT_RUN) - set(RUN_IN_ORDER))
+    run = set(NOT_RUN) | set(RUN_IN_ORDER) | set(RL_ZOO_SMOKE)
+    unconsidered = sorted(set(documented) - run)
     assert not unconsidered, f"commands neither run nor listed in NOT_RUN: {unconsidered}"
-    gone = sorted(set(NOT_RUN) | set(RUN_IN_ORDER)) - documented.keys()
+    gone = sorted(run - documented.keys())
     assert not gone, f"listed here but no longer documented: {sorted(gone)}"
 
 
@@ -158,6 +172,28 @@ def test_the_documented_quick_start_runs_as_written(tmp_path):
             )  # fmt: skip
         assert result.returncode == 0, (command, result.stdout[-2000:], result.stderr[-2000:])
     assert (tmp_path / "runs" / "HalfCheetah-v4" / "comparison.png").exists()
+
+
+@pytest.mark.parametrize("command", sorted(RL_ZOO_SMOKE))
+def test_every_documented_rl_zoo3_command_runs_from_the_repository_root(command, tmp_path):
+    """Each at a smoke budget: a few hundred steps (a rl-zoo3 start is most of it)."""
+    words = shlex.split(command)
+    start = words.index("python")  # the variables set before it, then its arguments
+    assignments, args = words[:start], words[start + 1 :]
+    assert all("=" in a for a in assignments), command
+    mujoco_log = REPO / "MUJOCO_LOG.TXT"
+    kept = mujoco_log.exists()
+    result = subprocess.run(
+        [sys.executable, *args, *RL_ZOO_SMOKE[command], "-f", str(tmp_path / "logs")],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**os.environ, **dict(a.split("=", 1) for a in assignments)},
+    )  # fmt: skip
+    assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-3000:])
+    algo = args[args.index("--algo") + 1]
+    assert any((tmp_path / "logs" / algo).iterdir())
+    if "--progress" in args:  # rl-zoo3's bar, whole at the end
+        assert "300/300" in result.stdout, result.stdout[-2000:]
+    assert kept or not mujoco_log.exists()  # the policy's import installs MuJoCo's handler
 
 
 #: Every ``.learn(N`` of a snippet runs this many steps (:func:`shortened`).
@@ -201,3 +237,29 @@ def test_every_documented_python_snippet_runs(where, tmp_path):
         text=True, timeout=300, env=os.environ.copy(),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    # MuJoCo's own warning handler appends its warnings to MUJOCO_LOG.TXT in the directory;
+    # the project's handler (make_env, and the import of agents.sb3.policy) replaces it.
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+
+
+def first_snippet(page: str) -> str:
+    """The first ```python block of ``page`` (``docs/sb3.md``)."""
+    return SNIPPETS[min((w for w in SNIPPETS if w.split(":")[0] == page), key=_line)]
+
+
+def _line(where: str) -> int:
+    return int(where.split(":")[1])
+
+
+@pytest.mark.slow
+def test_sb3_first_snippet_runs_whole_and_shows_its_progress(tmp_path):
+    """docs/sb3.md's first run as written, 3 000 steps (~10 CPU-seconds): SB3's table at
+    each 1 000 steps, then the test episodes' line."""
+    result = subprocess.run(
+        [sys.executable, "-c", first_snippet("docs/sb3.md")], cwd=tmp_path,
+        capture_output=True, text=True, timeout=600, env=os.environ.copy(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = re.findall(r"\|\s+total_timesteps\s+\|\s+(\d+)", result.stdout)
+    assert steps == ["1000", "2000", "3000"], result.stdout[-3000:]
+    assert re.search(r"^test return: -?\d+ ± \d+$", result.stdout, re.M), result.stdout[-500:]

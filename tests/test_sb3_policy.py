@@ -400,8 +400,9 @@ def test_bad_policy_arguments():
 
 
 def test_rl_zoo3_hyperparameter_file(tmp_path):
-    """The README's rl-zoo3 recipe: policy alias, policy_kwargs string, callback path."""
-    pytest.importorskip("rl_zoo3", reason="rl_zoo3 is in the test extra; not installed here")
+    """docs/sb3.md's rl-zoo3 recipe with another strategy: policy alias, policy_kwargs
+    string, callback path, and the saved model's strategy."""
+    pytest.importorskip("rl_zoo3", reason="rl_zoo3 is in the zoo extra; not installed here")
     (tmp_path / "ddpg.yml").write_text(
         textwrap.dedent("""
         Pendulum-v1:

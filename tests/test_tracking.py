@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 import subprocess
 import sys
@@ -25,6 +26,14 @@ from agents.runs.run_logger import load_events, read_eval_csv
 from conftest import error_line, train_agent_process
 
 wandb_pb = pytest.importorskip("wandb.proto.wandb_internal_pb2")
+
+REPO = Path(__file__).resolve().parents[1]
+#: docs/manual.md's commands that read offline runs back without a terminal UI or a login,
+#: run here as written in a directory that holds one tracked run.
+READ_BACK = (
+    "wandb leet inspect --summary runs/wandb",
+    "wandb sync --dry-run runs/wandb/offline-run-*",
+)
 
 
 #: LevelDB's log: 32 KiB blocks of chunks, each behind a 7-byte header (CRC-32C, length,
@@ -121,13 +130,44 @@ def test_a_grid_is_one_wandb_run_per_run_with_its_settings_and_every_tensorboard
         assert sorted(evaluations) == [200, 400]
 
 
+def test_a_tracked_run_says_where_its_files_are_and_reads_back_as_documented(tmp_path):
+    """W&B's lines: where the run's files are, no version banner or history panel (W&B's
+    quiet mode), and no Weave suggestion for this project's ``agents`` package, which W&B
+    takes for OpenAI's Agents SDK. Then the manual's commands read the run back."""
+    result = train_agent_process(*TINY, "--track", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = (result.stdout + result.stderr).splitlines()
+    said = [line for line in lines if line.startswith("wandb:")]
+    assert not [line for line in said if "Weave" in line or "Detected [" in line], said
+    assert not [line for line in said if "Run history" in line or "wandb version" in line], said
+    assert any("Run data is saved locally in" in line for line in said), said
+    manual = (REPO / "docs" / "manual.md").read_text()
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # the venv's wandb
+    outputs = []
+    for command in READ_BACK:
+        assert f"\n{command}\n" in manual, command
+        read = subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PATH": path}, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert read.returncode == 0, (command, read.stdout[-2000:], read.stderr[-2000:])
+        outputs.append(read.stdout + read.stderr)
+    summary, dry_run = outputs
+    assert "Pendulum-v1/vadam/seed0" in summary and "finished (exit code 0)" in summary
+    assert "eval/mean_return" in summary and "hidden_sizes" in summary
+    assert "Would sync 1 run(s)" in dry_run
+
+
 def test_a_resumed_run_continues_its_wandb_run_and_wandbs_variables_are_honoured(tmp_path):
     elsewhere = tmp_path / "elsewhere"
-    variables = {"WANDB_DIR": str(elsewhere), "WANDB_PROJECT": "from-the-variable"}
+    variables = {
+        "WANDB_DIR": str(elsewhere), "WANDB_PROJECT": "from-the-variable", "WANDB_QUIET": "false"
+    }  # fmt: skip
     first = train_agent_process(
         *TINY, "--steps", "200", "--track", "--wandb-group", "mine", cwd=tmp_path, env=variables
     )
     assert first.returncode == 0, first.stderr[-3000:]
+    assert "wandb: Tracking run with wandb version" in first.stderr  # not quiet: as asked
     again = train_agent_process(
         *TINY, "--resume", "--track", "--wandb-group", "mine", cwd=tmp_path, env=variables
     )

@@ -25,11 +25,18 @@ are not given, ``WANDB_DIR`` for its files (by default ``<logdir>/wandb``, besid
 where the grid's workers write on any machine). A resumed run continues its W&B run: its id
 is kept in the run directory (:data:`WANDB_ID_FILE`), and ``global_step`` lets the steps
 after its checkpoint be logged again.
+
+What W&B prints is kept to what a user acts on (:func:`_quiet_unless_asked`,
+:func:`_no_weave_suggestion`): where the run's files are and how to view them, or its page
+when online; not its version banner, the history panel of every run as it ends, nor a
+suggestion of W&B Weave for a library this project is not.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -81,6 +88,33 @@ def check_wandb_environment(wandb: ModuleType) -> None:
         ) from None
 
 
+def _quiet_unless_asked(wandb: ModuleType) -> Any:
+    """W&B's quiet mode, unless the user's ``WANDB_QUIET`` or ``WANDB_SILENT`` says how much
+    to print: a run's start says where its files are and how to view them (its page online),
+    without the version banner, and its end prints no history panel (a population's members
+    end together, a panel each). W&B's settings passed here would override the variables."""
+    if "WANDB_QUIET" in os.environ or "WANDB_SILENT" in os.environ:
+        return None
+    return wandb.Settings(quiet=True)
+
+
+@contextmanager
+def _no_weave_suggestion() -> Iterator[None]:
+    """W&B suggests W&B Weave ("Detected [agents] in use", three lines a run) when a library
+    Weave traces is imported, known by its top-level name: OpenAI's Agents SDK is ``agents``,
+    the name of this project's package. ``WANDB_DISABLE_WEAVE`` turns the suggestion (and
+    Weave's own start, which a run of this project never asks for) off while W&B starts the
+    run; a value the user set is kept, and the process's environment is left as it was."""
+    if "WANDB_DISABLE_WEAVE" in os.environ:
+        yield
+        return
+    os.environ["WANDB_DISABLE_WEAVE"] = "true"
+    try:
+        yield
+    finally:
+        os.environ.pop("WANDB_DISABLE_WEAVE", None)
+
+
 def group_of(config: RunSettings, tracking: Tracking) -> str:
     """The run's W&B group: the flag's, W&B's variable's, or the run's strategy directory."""
     return tracking.group or os.environ.get("WANDB_RUN_GROUP") or config.run_dir().parent.name
@@ -123,17 +157,19 @@ def start_tracker(tracking: Tracking, config: RunSettings, run_dir: Path, name: 
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
     try:
-        run = wandb.init(
-            project=project,
-            entity=tracking.entity,
-            group=group_of(config, tracking),
-            name=name,
-            id=run_id,
-            resume="allow",
-            config={**config.values(), "run_dir": str(run_dir)},
-            dir=directory,
-            reinit="create_new",  # one W&B run per member of a population
-        )
+        with _no_weave_suggestion():
+            run = wandb.init(
+                project=project,
+                entity=tracking.entity,
+                group=group_of(config, tracking),
+                name=name,
+                id=run_id,
+                resume="allow",
+                config={**config.values(), "run_dir": str(run_dir)},
+                dir=directory,
+                reinit="create_new",  # one W&B run per member of a population
+                settings=_quiet_unless_asked(wandb),
+            )
     except Exception as err:  # W&B's errors (login, network, settings) have no common base
         raise ConfigError(
             f"--track: W&B could not start the run ({type(err).__name__}: "

@@ -72,6 +72,7 @@ from ..common.tags import (
     learning_rate_scalars,
     renamed_layers,
 )
+from ..common.warnings_once import show_mujoco_warnings_once
 
 POLICY_ALIAS = "ParamExplorePolicy"
 #: The strategy of a policy built without one (with a warning: a dropped ``strategy`` is
@@ -404,3 +405,8 @@ def register_policy_alias() -> None:
 
 
 register_policy_alias()
+# SB3's users make their envs with gym.make (or SB3 from an id), not with make_env: the
+# import that brings the policy installs MuJoCo's once-per-message handler, so gymnasium's
+# MuJoCo models warn once, and MuJoCo's own handler does not write MUJOCO_LOG.TXT into the
+# user's directory.
+show_mujoco_warnings_once()
