@@ -218,3 +218,5 @@ def test_ivon_diagnostics_on_one_task(tmp_path):
     again = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "step 200" not in again.stdout  # nothing trained again
     assert report.read_text() == first and "| adam-plain | 400 |" in first
+    # Which loss each curvature is of: the variational IVON's mean is 1/64 of a summed loss's.
+    assert "their sum for adam-plain; their mean for ivon@weight_decay=5e-05." in first
