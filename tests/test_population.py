@@ -467,3 +467,18 @@ def test_a_population_on_its_device_updates_as_on_the_cpu(compile, device):
     noise = population.state.noise  # every member's ε, drawn again as it learned
     assert noise.device.type == device and not torch.equal(noise, torch.ones_like(noise))
     assert all(m.num_timesteps == 5 for m in population.members)
+
+
+def test_a_population_prints_its_lines_once_for_all_its_members(tmp_path, capsys):
+    """One starts line, one line per evaluation (the members' returns as min / median /
+    max) and status lines of the population, not of each member."""
+    outcomes = train_population(runs(tmp_path, 400, seeds=[0, 1, 2]), progress="lines")
+    assert all(o.error is None for o in outcomes)
+    lines = capsys.readouterr().out.splitlines()
+    ours = [line for line in lines if line.startswith("Pendulum-v1/vadam: 3 members ")]
+    assert len([line for line in ours if " starts: " in line]) == 1
+    evaluations = [line for line in ours if "eval return" in line and "last eval" not in line]
+    assert [line.split(" step ")[1].split(":")[0] for line in evaluations] == ["200", "400"]
+    assert all("(min / median / max)" in line for line in evaluations)
+    assert not any("/seed" in line and "eval return" in line for line in lines)
+    assert any("seed-steps/s (3 members)" in line for line in ours)
