@@ -25,6 +25,7 @@ from pathlib import Path
 import gymnasium as gym
 
 from .common.errors import ConfigError, os_error_message
+from .common.flags import OneLineParser, whole_number
 from .common.strategies import available_strategies
 from .curiosity.registry import BONUSES
 from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
@@ -37,15 +38,30 @@ from .runs.train import train
 from .settings import RunSettings
 from .settings.resolve import resolve_runs
 
+#: Other tools' names for flags that mean the same here: CleanRL's ``--env-id`` and
+#: ``--total-timesteps`` (environment steps of the one run), rl-zoo3's ``-n/--n-timesteps``
+#: (SB3's ``total_timesteps``) and ``--eval-freq`` (environment steps between evaluations).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "--env": ("--env-id",),
+    "--steps": ("--total-timesteps", "--n-timesteps", "-n"),
+    "--eval-every": ("--eval-freq",),
+}
+
+
+def aliased(flag: str) -> tuple[str, ...]:
+    """``flag`` and the names CleanRL and rl-zoo3 users know it by (:data:`ALIASES`)."""
+    return (flag, *ALIASES.get(flag, ()))
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="train_agent",
+        hint="a setting without a flag of its own is given as --set KEY=VALUE",
         description="Train DDPG whose actor explores by sampling its weights "
         "(Khan et al. 2018, Appendix K). Defaults reproduce the paper's setting.",
     )
     parser.add_argument(
-        "--env", help="gymnasium env id with a Box action space (default HalfCheetah-v4)"
+        *aliased("--env"), help="gymnasium env id with a Box action space (default HalfCheetah-v4)"
     )
     parser.add_argument(
         "--opt",
@@ -61,11 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="a grid over seeds: a count (5 = seeds 0-4) or a list (--seeds 0 3 7, or 0,3,7)",
     )
     parser.add_argument(
-        "--steps", type=int, dest="total_steps", help="environment steps in total (default 3000000)"
+        *aliased("--steps"),
+        type=whole_number,
+        dest="total_steps",
+        metavar="STEPS",
+        help="environment steps in total (default 3000000; 1e6 is a whole number too)",
     )
     parser.add_argument(
-        "--eval-every",
-        type=int,
+        *aliased("--eval-every"),
+        type=whole_number,
+        dest="eval_every",
+        metavar="STEPS",
         help="steps between evaluations (10000; with a shorter --steps, a tenth of it)",
     )
     parser.add_argument("--eval-episodes", type=int, help="episodes per evaluation (20)")
