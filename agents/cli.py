@@ -28,7 +28,8 @@ from .common.errors import ConfigError, os_error_message
 from .common.flags import OneLineParser, whole_number
 from .common.strategies import available_strategies
 from .curiosity.registry import BONUSES
-from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
+from .reporting.live_aggregates import StrategyMeansAsRunsEvaluate
+from .reporting.strategy_aggregates import tensorboard_view, write_strategy_aggregates
 from .runs.agent_factory import check_run_env, learner_module, make_task_env
 from .runs.grid import RunOutcome, check_grid, run_grid, threads_per_worker
 from .runs.resume import saved_settings
@@ -331,6 +332,9 @@ def _grid(configs: list, args: argparse.Namespace, tracking: Tracking | None) ->
         f"grid of {total} runs, {workers} worker(s) with {threads} torch thread(s) each, "
         f"{args.backend or 'local'}"
     )
+    env_dirs = sorted({Path(c.logdir) / c.env for c in configs})
+    for env_dir in env_dirs:
+        print(f"each strategy's mean as its runs evaluate: {tensorboard_view(env_dir)}")
 
     def report(outcome: RunOutcome) -> None:
         if outcome.ok:
@@ -341,7 +345,7 @@ def _grid(configs: list, args: argparse.Namespace, tracking: Tracking | None) ->
             status = f"FAILED: {outcome.message}"
         print(f"  {outcome.run_dir}: {status}", flush=True)
 
-    with interrupt_on_signals():
+    with interrupt_on_signals(), StrategyMeansAsRunsEvaluate(env_dirs):
         outcomes = run_grid(
             configs,
             workers,
@@ -357,12 +361,12 @@ def _grid(configs: list, args: argparse.Namespace, tracking: Tracking | None) ->
     finished = total - len(failed) - len(stopped)
     also = f", {len(stopped)} stopped" if stopped else ""
     print(f"{finished} of {total} runs finished, {len(failed)} failed{also}")
-    for env_dir in sorted({Path(c.logdir) / c.env for c in configs}):
+    for env_dir in env_dirs:
         skipped: list[str] = []
         if env_dir.is_dir() and write_strategy_aggregates(env_dir, skipped=skipped):
             print(
-                "strategy aggregates (mean, 95 % bootstrap band) for TensorBoard: "
-                f"{env_dir / AGGREGATE_DIR}"
+                "strategy aggregates (mean, 95 % bootstrap band), one curve per strategy: "
+                f"{tensorboard_view(env_dir)}"
             )
         for reason in skipped:  # the run's failure, if this grid's, is reported above
             print(f"  strategy aggregates leave out what cannot be read: {reason}")
