@@ -33,13 +33,27 @@ def start_grid(cwd: Path, steps: int, *extra: str) -> subprocess.Popen:
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
 
+def aggregate(env_dir: Path, strategy: str) -> EventAccumulator:
+    """The strategy's aggregate run as TensorBoard reads it; read again should the grid
+    have replaced its file while it was read (the old one goes once the new is written)."""
+    for attempt in range(3):
+        accumulator = EventAccumulator(str(env_dir / "compare" / strategy),
+                                       size_guidance={"scalars": 0})  # fmt: skip
+        try:
+            accumulator.Reload()
+            return accumulator
+        except Exception:  # a file listed, then removed before it was opened
+            if attempt == 2:
+                raise
+            time.sleep(0.5)
+    raise AssertionError("unreachable")
+
+
 def written_means(env_dir: Path, strategy: str) -> dict[int, float]:
     """The strategy's mean return per step as TensorBoard reads its aggregate run."""
-    run = env_dir / "compare" / strategy
-    if not any(run.glob("events.out.tfevents.*")):
+    if not any((env_dir / "compare" / strategy).glob("events.out.tfevents.*")):
         return {}
-    accumulator = EventAccumulator(str(run), size_guidance={"scalars": 0})
-    accumulator.Reload()
+    accumulator = aggregate(env_dir, strategy)
     if "strategy/eval_return" not in accumulator.Tags()["scalars"]:
         return {}
     return {e.step: e.value for e in accumulator.Scalars("strategy/eval_return")}
@@ -77,10 +91,9 @@ def test_a_grid_writes_each_strategys_mean_at_its_runs_evaluations(tmp_path):
     env_dir = tmp_path / "out" / "Pendulum-v1"
     try:
         first = wait_for_means(env_dir, grid)
-        means = written_means(env_dir, first)
-        accumulator = EventAccumulator(str(env_dir / "compare" / first))
-        accumulator.Reload()
         assert grid.poll() is None  # mid-grid: written as it goes, not at its end
+        accumulator = aggregate(env_dir, first)
+        means = {e.step: e.value for e in accumulator.Scalars("strategy/eval_return")}
         seeds = seed_returns(env_dir, first)  # read after: every written step is in them
         assert 100 in means
         for step, mean in means.items():

@@ -88,6 +88,9 @@ COLOUR_BY_STRATEGY = "runColorGroup=" + quote("regex:" + STRATEGY_REGEX, safe=""
 #: No smoothing, as the *Time Series* tab's query string and the older tabs' hash say it.
 UNSMOOTHED = "smoothing=0"
 UNSMOOTHED_LEGACY = "_smoothingWeight=0"
+#: Events a writer keeps before it flushes, and its seconds between flushes: more than an
+#: aggregate holds and takes, so that its file is written at once as it closes.
+ONE_FLUSH = {"max_queue": 10**6, "flush_secs": 3600}
 #: The tag group of each strategy's own band (``strategy_band/<strategy>/eval_return``).
 BAND_GROUP = "strategy_band"
 
@@ -213,11 +216,11 @@ def write_strategy_aggregates(
     for curve in curves:
         out = env_dir / AGGREGATE_DIR / curve.strategy
         out.mkdir(parents=True, exist_ok=True)
-        # Replaced, never appended (no step twice); the old file goes once the new one is
-        # written, so a TensorBoard reading the directory (a grid's running means) always
-        # finds one.
+        # Replaced, never appended (no step twice). The new file is written in one flush as
+        # it closes, and the old one goes after it: a TensorBoard reading the directory (a
+        # grid's running means) finds the whole of one of them at any moment.
         replaced = list(out.glob("events.out.tfevents.*"))
-        with SummaryWriter(str(out)) as writer:
+        with SummaryWriter(str(out), **ONE_FLUSH) as writer:
             writer.add_text("strategy/band", _describe(band_kind, reps, seed), 0)
             series = [("eval_return", curve)]
             sigma_curve = _sigma_curve(env_dir / curve.strategy) if sigma else None
