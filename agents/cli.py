@@ -25,9 +25,11 @@ from pathlib import Path
 import gymnasium as gym
 
 from .common.errors import ConfigError, os_error_message
+from .common.flags import OneLineParser, whole_number
 from .common.strategies import available_strategies
 from .curiosity.registry import BONUSES
-from .reporting.strategy_aggregates import AGGREGATE_DIR, write_strategy_aggregates
+from .reporting.live_aggregates import StrategyMeansAsRunsEvaluate
+from .reporting.strategy_aggregates import tensorboard_view, write_strategy_aggregates
 from .runs.agent_factory import check_run_env, learner_module, make_task_env
 from .runs.closed_stdout import run_on_without_stdout
 from .runs.grid import RunOutcome, check_grid, run_grid, threads_per_worker
@@ -38,15 +40,30 @@ from .runs.train import train
 from .settings import RunSettings
 from .settings.resolve import resolve_runs
 
+#: Other tools' names for flags that mean the same here: CleanRL's ``--env-id`` and
+#: ``--total-timesteps`` (environment steps of the one run), rl-zoo3's ``-n/--n-timesteps``
+#: (SB3's ``total_timesteps``) and ``--eval-freq`` (environment steps between evaluations).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "--env": ("--env-id",),
+    "--steps": ("--total-timesteps", "--n-timesteps", "-n"),
+    "--eval-every": ("--eval-freq",),
+}
+
+
+def aliased(flag: str) -> tuple[str, ...]:
+    """``flag`` and the names CleanRL and rl-zoo3 users know it by (:data:`ALIASES`)."""
+    return (flag, *ALIASES.get(flag, ()))
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="train_agent",
+        hint="a setting without a flag of its own is given as --set KEY=VALUE",
         description="Train DDPG whose actor explores by sampling its weights "
         "(Khan et al. 2018, Appendix K). Defaults reproduce the paper's setting.",
     )
     parser.add_argument(
-        "--env", help="gymnasium env id with a Box action space (default HalfCheetah-v4)"
+        *aliased("--env"), help="gymnasium env id with a Box action space (default HalfCheetah-v4)"
     )
     parser.add_argument(
         "--opt",
@@ -62,11 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="a grid over seeds: a count (5 = seeds 0-4) or a list (--seeds 0 3 7, or 0,3,7)",
     )
     parser.add_argument(
-        "--steps", type=int, dest="total_steps", help="environment steps in total (default 3000000)"
+        *aliased("--steps"),
+        type=whole_number,
+        dest="total_steps",
+        metavar="STEPS",
+        help="environment steps in total (default 3000000; 1e6 is a whole number too)",
     )
     parser.add_argument(
-        "--eval-every",
-        type=int,
+        *aliased("--eval-every"),
+        type=whole_number,
+        dest="eval_every",
+        metavar="STEPS",
         help="steps between evaluations (10000; with a shorter --steps, a tenth of it)",
     )
     parser.add_argument("--eval-episodes", type=int, help="episodes per evaluation (20)")
@@ -308,6 +331,9 @@ def _grid(configs: list, args: argparse.Namespace, tracking: Tracking | None) ->
         f"grid of {total} runs, {workers} worker(s) with {threads} torch thread(s) each, "
         f"{args.backend or 'local'}"
     )
+    env_dirs = sorted({Path(c.logdir) / c.env for c in configs})
+    for env_dir in env_dirs:
+        print(f"each strategy's mean as its runs evaluate: {tensorboard_view(env_dir)}")
 
     def report(outcome: RunOutcome) -> None:
         if outcome.ok:
@@ -318,7 +344,7 @@ def _grid(configs: list, args: argparse.Namespace, tracking: Tracking | None) ->
             status = f"FAILED: {outcome.message}"
         print(f"  {outcome.run_dir}: {status}", flush=True)
 
-    with interrupt_on_signals():
+    with interrupt_on_signals(), StrategyMeansAsRunsEvaluate(env_dirs):
         outcomes = run_grid(
             configs,
             workers,
@@ -334,12 +360,12 @@ def _grid(configs: list, args: argparse.Namespace, tracking: Tracking | None) ->
     finished = total - len(failed) - len(stopped)
     also = f", {len(stopped)} stopped" if stopped else ""
     print(f"{finished} of {total} runs finished, {len(failed)} failed{also}")
-    for env_dir in sorted({Path(c.logdir) / c.env for c in configs}):
+    for env_dir in env_dirs:
         skipped: list[str] = []
         if env_dir.is_dir() and write_strategy_aggregates(env_dir, skipped=skipped):
             print(
-                "strategy aggregates (mean, 95 % bootstrap band) for TensorBoard: "
-                f"{env_dir / AGGREGATE_DIR}"
+                "strategy aggregates (mean, 95 % bootstrap band), one curve per strategy: "
+                f"{tensorboard_view(env_dir)}"
             )
         for reason in skipped:  # the run's failure, if this grid's, is reported above
             print(f"  strategy aggregates leave out what cannot be read: {reason}")

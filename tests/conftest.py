@@ -45,6 +45,39 @@ def train_agent_process(
     )  # fmt: skip
 
 
+def train_agent_on_terminal(
+    *args: str, cwd: Path, streams: tuple[str, ...] = ("stderr",), timeout: float = 300
+) -> tuple[int, str, str, str]:
+    """The console script with ``streams`` (of stdout, stderr) on one pseudo-terminal 200
+    columns wide, the others piped: (exit code, what the terminal showed, piped stdout,
+    piped stderr)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    primary, secondary = pty.openpty()
+    # A fresh pseudo-terminal reports 0 columns.
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
+    pipes = {name: secondary if name in streams else subprocess.PIPE
+             for name in ("stdout", "stderr")}  # fmt: skip
+    exe = Path(sys.executable).with_name("train_agent")
+    proc = subprocess.Popen([str(exe), *args], cwd=cwd, text=True, **pipes)
+    os.close(secondary)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    stdout, stderr = proc.communicate(timeout=timeout)
+    os.close(primary)
+    return proc.returncode, shown.decode(errors="replace"), stdout or "", stderr or ""
+
+
 def _pythonpath(env: dict | None) -> dict:
     """``env``'s PYTHONPATH before this process's own (a worktree's code stays importable)."""
     paths = [(env or {}).get("PYTHONPATH"), os.environ.get("PYTHONPATH")]

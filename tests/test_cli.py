@@ -21,7 +21,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from agents.runs.run_logger import read_eval_csv
 
-from conftest import error_line, train_agent_process
+from conftest import error_line, train_agent_on_terminal, train_agent_process
 
 SMALL_NET = ["--set", "hidden_sizes=[32,32]", "--no-compile"]  # eager: no compile time
 EXPECTED_TAGS = {
@@ -299,33 +299,11 @@ def test_the_console_script_ends_bad_input_with_one_line_and_exit_code_2(tmp_pat
 
 def test_progress_bar_on_a_terminal(tmp_path):
     """On a terminal (a pseudo-terminal here) stderr shows a bar with steps/s and eval."""
-    import fcntl
-    import pty
-    import struct
-    import termios
-
-    primary, secondary = pty.openpty()
-    # A terminal 120 columns wide (a fresh pseudo-terminal reports 0).
-    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    exe = Path(sys.executable).with_name("train_agent")
-    proc = subprocess.Popen(
-        [str(exe), "--env", "Pendulum-v1", "--steps", "600", "--eval-every", "200",
-         "--eval-episodes", "1", "--logdir", "out", "--set", "log_every=100", *SMALL_NET],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=secondary, text=True,
+    code, text, stdout, _ = train_agent_on_terminal(
+        "--env", "Pendulum-v1", "--steps", "600", "--eval-every", "200", "--eval-episodes", "1",
+        "--logdir", "out", "--set", "log_every=100", *SMALL_NET, cwd=tmp_path,
     )  # fmt: skip
-    os.close(secondary)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(primary, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        output += chunk
-    stdout, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0
-    text = output.decode(errors="replace")
+    assert code == 0
     assert "600/600" in text and "steps/s=" in text and "eval=" in text
     assert "step 200: eval return" in stdout  # evaluation lines go above the bar
 

@@ -49,6 +49,7 @@ NOT_RUN = {
         "installs: CI's MuJoCo Warp pass (.ci/run)"
     ),
     "tensorboard --logdir runs/HalfCheetah-v4": "serves until stopped",
+    "tensorboard --logdir runs/HalfCheetah-v4/compare": "serves until stopped",
     "train_agent --env SparseMountainCar-v0 --opt vadam --bonus vime "
     "--set bonus.posterior=noisy-kfac": "trains 3 M steps (checked with --check)",
     "train_agent --env SparseMountainCar-v0 --engine sb3 --algo trpo --bonus vime": (

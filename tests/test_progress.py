@@ -135,9 +135,11 @@ def test_a_piped_run_says_what_runs_and_prints_a_status_line_every_tenth(tmp_pat
     assert f"last eval return {first_eval:.1f}, σ " in status[4]  # step 200, after its eval
 
 
-def test_a_compiled_run_says_its_first_step_compiles():
-    """The seconds before a compiled run's first step moves are said at its start."""
+def test_a_compiled_run_says_its_first_update_compiles():
+    """The seconds the run stops for at its first update are said at its start."""
     compiled = callback.start_line(resolve_settings(env=ENV, compile=True), 0)
-    assert "the update compiles at the first step, once per machine" in compiled
+    assert "the first update, once 64 transitions are stored, compiles, once per machine" in (
+        compiled
+    )
     eager = callback.start_line(resolve_settings(env=ENV, compile=False, seed=3), 1000)
     assert eager.startswith("resumes at step 1000: DDPG with vadam") and "compiles" not in eager

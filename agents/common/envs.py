@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 
 from .errors import ConfigError
-from .warnings_once import each_warning_once, show_mujoco_warnings_once
+from .warnings_once import each_warning_once, making_envs, show_mujoco_warnings_once
 
 
 def make_env(
@@ -21,14 +21,15 @@ def make_env(
     ``env_kwargs`` go to ``gym.make`` (the env's own settings); one the env does not take,
     or a value it refuses, is a :class:`ConfigError`. ``max_episode_steps`` replaces the
     registered time limit of an id. MuJoCo's warnings, and gymnasium's (the deprecation of
-    an old env version), are shown once per process (:mod:`agents.common.warnings_once`).
+    an old env version), are shown once per process, MuJoCo's about gymnasium's own model
+    files not at all (:mod:`agents.common.warnings_once`).
     """
     show_mujoco_warnings_once()
     if isinstance(env, str):
         env_kwargs = env_kwargs or {}
         limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
         try:
-            with each_warning_once():
+            with each_warning_once(), making_envs():
                 env = gym.make(env, **env_kwargs, **limit)
         except gym.error.Error as err:
             if env_kwargs and env in gym.registry:

@@ -1,13 +1,17 @@
-"""Warnings about what the user cannot change, each shown once per process
-(``docs/decisions.md#warnings``): MuJoCo's, and the ones gymnasium gives while making an env.
+"""Warnings about what the user cannot change (``docs/decisions.md#warnings``): MuJoCo's,
+each shown once per process, but for the one about gymnasium's own model file, and the
+ones gymnasium gives while making an env, once each.
 
 MuJoCo's C library reports a warning through ``mju_warning``, which calls the handler
 ``mju_user_warning`` when one is set and otherwise prints ``WARNING: …`` to the terminal
-itself. MuJoCo 4.0 warns, while compiling gymnasium 1.4's own model files (HalfCheetah-v4
-and -v5 alike), that the compiler attribute ``settotalmass`` is deprecated: once per env
-built, 21 times in a run with 20 evaluation episodes, about a file the user cannot change.
-The handler installed here prints each distinct message the first time it comes, in
-MuJoCo's words, and drops its repetitions, so nothing is hidden and nothing is said twice.
+itself. The handler installed here prints each distinct message the first time it comes, in
+MuJoCo's words, and drops its repetitions, so nothing is said twice. One message is not
+shown at all where an env is made (:func:`making_envs`): MuJoCo 4.0's deprecation of the
+compiler attribute ``settotalmass``, which gymnasium 1.4's ``half_cheetah.xml`` (HalfCheetah
+v4 and v5, the sparse half-cheetah) sets. It opened every run with a request neither the
+user nor this project can act on (the model is gymnasium's, and the masses it sets are the
+task's); a model of the user's own that sets the attribute, compiled anywhere else, still
+gets it once.
 
 gymnasium warns through Python's ``warnings`` (HalfCheetah-v4 "is out of date"), whose
 "once per place" memory is forgotten whenever any module changes the warning filters (SymPy
@@ -23,6 +27,23 @@ from contextlib import contextmanager
 
 _shown: set[str] = set()
 _shown_warnings: set[tuple[type[Warning], str]] = set()
+#: MuJoCo's warnings about gymnasium's model files, by their beginning: not shown while an
+#: env is made (module docstring).
+GYMNASIUM_MODEL_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
+#: How many :func:`making_envs` blocks are open (envs are made inside others' too).
+_making = 0
+
+
+@contextmanager
+def making_envs() -> Iterator[None]:
+    """MuJoCo's warnings about gymnasium's model files (:data:`GYMNASIUM_MODEL_WARNINGS`)
+    are not shown while the block makes envs; every other one is, once."""
+    global _making
+    _making += 1
+    try:
+        yield
+    finally:
+        _making -= 1
 
 
 @contextmanager
@@ -42,7 +63,7 @@ def each_warning_once() -> Iterator[None]:
 
 
 def _show_once(message: str) -> None:
-    if message in _shown:
+    if message in _shown or (_making and message.startswith(GYMNASIUM_MODEL_WARNINGS)):
         return
     _shown.add(message)
     print(f"WARNING: {message} (MuJoCo; shown once per process)", file=sys.stderr, flush=True)

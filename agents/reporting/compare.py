@@ -80,7 +80,7 @@ from .references import (
 )
 from .run_files import load_runs
 from .sigma_report import SIGMA_FILES, write_sigma_report
-from .strategy_aggregates import AGGREGATE_DIR, BANDS, write_strategy_aggregates
+from .strategy_aggregates import AGGREGATE_DIR, BANDS, tensorboard_view, write_strategy_aggregates
 from .success_report import SUCCESS_FILES, write_success_report
 from .task_scores import Task, group_tasks
 from .ticks import step_ticks
@@ -623,7 +623,10 @@ def _write_aggregates(runs_dir: Path, band: str) -> list[str]:
                 f"({AGGREGATE_DIR}/) were not written"]  # fmt: skip
     try:
         if write_strategy_aggregates(runs_dir, band):
-            print(f"wrote strategy aggregates ({band}) for TensorBoard under {aggregates}")
+            print(
+                f"wrote strategy aggregates ({band}) for TensorBoard under {aggregates}; one "
+                f"curve per strategy: {tensorboard_view(runs_dir)}"
+            )
     except (OSError, ConfigError) as err:  # e.g. a damaged run of a strategy not compared
         reason = os_error_message(err, "cannot write") if isinstance(err, OSError) else err
         return [f"{runs_dir}: its TensorBoard strategy aggregates ({AGGREGATE_DIR}/) were not "

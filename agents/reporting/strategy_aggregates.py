@@ -16,7 +16,10 @@ have reached (seeds that stopped early limit the steps)::
 
 The means share their tags across strategies, so TensorBoard's *Scalars* and *Time Series*
 tabs draw one chart of every strategy's mean each (``strategy``: three charts), and the
-bands, which would overlap there, are a group of their own (``strategy_band``).
+bands, which would overlap there, are a group of their own (``strategy_band``). TensorBoard
+on ``compare/`` alone (:func:`tensorboard_view`, what a grid prints) therefore opens on one
+chart of every strategy's mean return, one run and one colour per strategy, nothing else
+before it; a grid writes them as its runs evaluate (:mod:`.live_aggregates`).
 
 The band (``band``) is either ``ci``, the 95 % interval of the mean over seeds from
 rliable's stratified bootstrap at each step (:func:`agents.reporting.intervals.mean_band`;
@@ -56,6 +59,7 @@ Scalars*) turn it off from the address.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from urllib.parse import quote
 
@@ -84,8 +88,22 @@ COLOUR_BY_STRATEGY = "runColorGroup=" + quote("regex:" + STRATEGY_REGEX, safe=""
 #: No smoothing, as the *Time Series* tab's query string and the older tabs' hash say it.
 UNSMOOTHED = "smoothing=0"
 UNSMOOTHED_LEGACY = "_smoothingWeight=0"
+#: Events a writer keeps before it flushes, and its seconds between flushes: more than an
+#: aggregate holds and takes, so that its file is written at once as it closes.
+ONE_FLUSH = {"max_queue": 10**6, "flush_secs": 3600}
 #: The tag group of each strategy's own band (``strategy_band/<strategy>/eval_return``).
 BAND_GROUP = "strategy_band"
+
+
+#: TensorBoard's address on this machine, as ``tensorboard`` serves it by default.
+TENSORBOARD_URL = "http://localhost:6006/"
+
+
+def tensorboard_view(env_dir: str | Path) -> str:
+    """The command, and the address, whose first view answers which strategy is ahead:
+    TensorBoard on the aggregates alone (one run per strategy), unsmoothed."""
+    logdir = shlex.quote(str(Path(env_dir) / AGGREGATE_DIR))
+    return f"tensorboard --logdir {logdir}, then {TENSORBOARD_URL}?{UNSMOOTHED}#timeseries"
 
 
 def mean_tag(series: str) -> str:
@@ -182,11 +200,14 @@ def write_strategy_aggregates(
     reps: int = BAND_REPS,
     seed: int = BAND_SEED,
     skipped: list[str] | None = None,
+    sigma: bool = True,
 ) -> list[str]:
     """(Re)write ``<env_dir>/compare/<strategy>/`` for every strategy with results, and the
     layout that charts them; returns the strategies written. With a ``skipped`` list (a
     grid's end), runs whose files cannot be read are left out and named in it, once each;
-    without, such a run stops the writing (:class:`~.run_files.RunFileError`)."""
+    without, such a run stops the writing (:class:`~.run_files.RunFileError`). Without
+    ``sigma``, the evaluation curve only (a grid's running runs: σ is read from every seed's
+    event files, which grow all run long)."""
     if band_kind not in BANDS:
         raise ValueError(f"band must be one of {', '.join(BANDS)}, got {band_kind!r}")
     env_dir = Path(env_dir)
@@ -195,21 +216,28 @@ def write_strategy_aggregates(
     for curve in curves:
         out = env_dir / AGGREGATE_DIR / curve.strategy
         out.mkdir(parents=True, exist_ok=True)
-        for path in out.glob("events.out.tfevents.*"):
-            path.unlink()  # replace, never append: no step twice
-        with SummaryWriter(str(out)) as writer:
+        # Replaced, never appended (no step twice). The new file is written in one flush as
+        # it closes, and the old one goes after it: a TensorBoard reading the directory (a
+        # grid's running means) finds the whole of one of them at any moment.
+        replaced = list(out.glob("events.out.tfevents.*"))
+        with SummaryWriter(str(out), **ONE_FLUSH) as writer:
             writer.add_text("strategy/band", _describe(band_kind, reps, seed), 0)
             series = [("eval_return", curve)]
-            sigma = _sigma_curve(env_dir / curve.strategy)
-            if sigma is not None:
-                sigmas[curve.strategy] = sigma
-                series += [("sigma_mean", sigma), ("sigma_change", relative_change(sigma))]
+            sigma_curve = _sigma_curve(env_dir / curve.strategy) if sigma else None
+            if sigma_curve is not None:
+                sigmas[curve.strategy] = sigma_curve
+                series += [
+                    ("sigma_mean", sigma_curve),
+                    ("sigma_change", relative_change(sigma_curve)),
+                ]
             for name, values in series:
                 _write(writer, (mean_tag(name),), values.steps, (values.mean,))
                 if name != "sigma_mean":  # σ as is: its mean only (its change has the band)
                     lower, upper = band(values.returns, band_kind, reps, seed)
                     tags = band_tags(name, curve.strategy)
                     _write(writer, tags, values.steps, (values.mean, lower, upper))
+        for path in replaced:
+            path.unlink()
     if curves:
         write_comparison_layout(env_dir, comparison_layout(curves, sigmas, band_kind), replace=True)
     return [curve.strategy for curve in curves]

@@ -5,14 +5,17 @@ Progress, one of three forms (``progress``): on a terminal a bar named after the
 (``HalfCheetah-v4/vadam/seed0``) with one speed, the training throughput (evaluation
 excluded, tqdm's own rate hidden), and the latest evaluation's return; ``"lines"``, a grid's
 runs, which share one terminal, where a bar per process would overwrite the others; or none.
-Status lines are also what a single run prints when its stdout is not a terminal (piped,
-``nohup``, a batch scheduler's log), where a bar is not seen: SB3 prints its table whatever
-the output is, and a log that stays silent until the first evaluation (minutes, with the
-one-off compile before it) cannot be told from a hung run. With lines, a run says at its
-start what runs, where it writes and what the first update costs, then a status line (step,
-speed, latest evaluation, σ) every :data:`STATUS_SECONDS` and at least every
+Status lines are also what a single run prints where its bar would not be seen or not be
+all that is kept (:func:`progress_form`): stdout not a terminal (piped, ``nohup``, a batch
+scheduler's log), or stderr not one (``2>log``). SB3 prints its table whatever the output
+is, and a log that stays silent until the first evaluation (minutes, with the one-off
+compile before it) cannot be told from a hung run. A run says at its start, bar or lines,
+what runs, where it writes and what the first update costs, then (lines) a status line
+(step, speed, latest evaluation, σ) every :data:`STATUS_SECONDS` and at least every
 :data:`STATUS_FRACTION` of the run. Every evaluation prints a line naming its run either
-way (above the bar on a terminal).
+way (above the bar on a terminal), and so does the first update of a compiled run, with
+the seconds its compile took: they are left out of the bar's time and ETA and out of the
+steps/s (a 20 s compile at step 1 000 of 20 000 had made the ETA read 27 minutes).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import time
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -69,6 +72,31 @@ Progress = bool | Literal["lines"]
 STATUS_LINES: Progress = "lines"
 
 
+class ProgressForm(NamedTuple):
+    """What a run's progress shows: a bar (on stderr), status lines (on stdout), or both."""
+
+    bar: bool
+    lines: bool
+
+
+def progress_form(progress: Progress) -> ProgressForm:
+    """How ``progress`` shows, given which of stdout and stderr is a terminal: the bar where
+    stderr is one; status lines wherever there is no bar or stdout is not a terminal (a
+    log keeps them), so that a run redirected either way (``>log``, ``2>log``) shows its
+    progress; ``"lines"`` (a grid's runs) lines only; False nothing."""
+    if progress is False:
+        return ProgressForm(bar=False, lines=False)
+    if progress == STATUS_LINES:
+        return ProgressForm(bar=False, lines=True)
+    bar = sys.stderr.isatty()
+    return ProgressForm(bar=bar, lines=not bar or not sys.stdout.isatty())
+
+
+def compiles_update(config: RunSettings) -> bool:
+    """Whether the run's first update compiles (the native engine's compiled update)."""
+    return bool(getattr(config.learner, "compile", False)) and config.engine == "native"
+
+
 def run_name(config: RunSettings) -> str:
     """The run as its progress names it: its directory below the logdir
     (``HalfCheetah-v4/vadam/seed0``)."""
@@ -91,10 +119,11 @@ def start_line(config: RunSettings, step: int) -> str:
         f"{config.total_steps} steps, an evaluation every {config.eval_every}; "
         f"writes {config.run_dir()}"
     )
-    if getattr(config.learner, "compile", False) and config.engine == "native":
+    if compiles_update(config):
         line += (
-            "; the update compiles at the first step, once per machine for these networks "
-            "and strategy (~30 s; ~3 s once cached, --no-compile skips it)"
+            f"; the first update, once {config.learner.learning_starts} transitions are "
+            "stored, compiles, once per machine for these networks and strategy (~30 s; "
+            "~3 s once cached, --no-compile skips it)"
         )
     return line
 
@@ -124,15 +153,22 @@ class RunCallback(Callback):
         self.last_sigma: float | None = None
         #: The step of the checkpoint on disk (None before this call wrote one).
         self.checkpoint_step: int | None = None
+        form = progress_form(progress)
         self.bar = tqdm(
             total=config.total_steps,
             desc=self.name,
             unit="step",
             bar_format=BAR_FORMAT,
             dynamic_ncols=True,
-            disable=not (progress is True and sys.stderr.isatty()),
+            disable=not form.bar,
         )
-        self._status_lines = progress == "lines" or (progress is True and not sys.stdout.isatty())
+        self._status_lines = form.lines
+        self._says_start = form.bar or form.lines
+        #: Until the run's first update in this process (which compiles): the clock at the
+        #: end of the last step, and the update count it started with.
+        self._compile_pending = compiles_update(config)
+        self._before_step = 0.0
+        self._updates_at_start = 0
         self._status_at = time.monotonic()
         self._status_every = max(1, math.ceil(config.total_steps * STATUS_FRACTION))
         self._status_step = 0
@@ -164,7 +200,9 @@ class RunCallback(Callback):
         self._clock = time.perf_counter()
         self._clock_step = agent.num_timesteps
         self._status_step = agent.num_timesteps
-        if self._status_lines:
+        self._updates_at_start = agent.num_updates
+        self._before_step = time.perf_counter()
+        if self._says_start:
             line = start_line(self.config, agent.num_timesteps)
             if self.population is not None:
                 self.population.started(line)
@@ -180,6 +218,8 @@ class RunCallback(Callback):
     def on_step(self, agent: RunnableAgent) -> bool:
         step = agent.num_timesteps
         cfg = self.config
+        if self._compile_pending:
+            self._until_first_update(agent, step)
         if cfg.skipped_window and step % cfg.skipped_window == 0:
             self._check_updates_applied(agent, step)
         if step % cfg.log_every == 0:
@@ -201,12 +241,23 @@ class RunCallback(Callback):
         # A signal asked to stop: the step is complete, the run stops here.
         return step < cfg.total_steps and stop_requested() is None
 
+    def join_population(self, lines: PopulationLines, first: bool) -> None:
+        """This run is a member of a population whose lines are ``lines``; the ``first``
+        member's says what the population's one compiled update cost (the others' would
+        repeat it, and would have to be called every step until then)."""
+        self.population = lines
+        if not first:
+            self._compile_pending = False
+
     def next_call(self, agent: RunnableAgent) -> tuple[int, bool]:
         """The next step at which :meth:`on_step` has work: a log, an evaluation, a
         checkpoint, a skip window's check, the run's end, a progress update (every 100
         steps, with a bar or status lines) or the next fraction's status line; and, while a
-        checkpoint waits for the end of an episode, that end."""
+        checkpoint waits for the end of an episode, that end. Until the first update (whose
+        compile it times) every step."""
         step, cfg = agent.num_timesteps, self.config
+        if self._compile_pending:
+            return step + 1, self._checkpoint_due
         periods = [cfg.log_every, cfg.eval_every, cfg.checkpoint_every, cfg.skipped_window]
         if self._status_lines or not self.bar.disable:
             periods.append(100)
@@ -216,6 +267,23 @@ class RunCallback(Callback):
             boundaries.append(self._status_step + self._status_every)
         after = [b for b in boundaries if b > step]
         return min(after, default=step + 1), self._checkpoint_due
+
+    def _until_first_update(self, agent: RunnableAgent, step: int) -> None:
+        """Before the run's first update, the clock at each step's end; at the step of the
+        first update (its compile), that step's seconds are said, and left out of the
+        bar's time and ETA and of the throughput (as an evaluation's are)."""
+        now = time.perf_counter()
+        if agent.num_updates == self._updates_at_start:
+            self._before_step = now
+            return
+        self._compile_pending = False
+        seconds = now - self._before_step
+        self._clock += seconds
+        self.bar.unpause()  # tqdm: its clock restarts from its last refresh
+        self._write(
+            f"step {step}: the first update took {seconds:.1f} s with its compile "
+            "(not counted in the steps/s and the ETA)"
+        )
 
     def _check_updates_applied(self, agent: RunnableAgent, step: int) -> None:
         """Stop a run none of whose updates in the last ``skipped_window`` steps was

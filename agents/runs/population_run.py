@@ -166,9 +166,10 @@ def _train_group(
     if len(group) > 1:  # its members' lines as one
         lines = PopulationLines([run.config for run in group], [run.callback.name for run in group])
         lines.writes_with(group[0].callback.write_line)
-    for run in group:
+    for k, run in enumerate(group):
         run.callback.test_episodes = tests.of(run.agent, run.config.seed + EVAL_SEED_OFFSET)
-        run.callback.population = lines
+        if lines is not None:
+            run.callback.join_population(lines, first=k == 0)
     runs = {id(run.agent): run for run in group}
     closed: set[int] = set()
     signals: list[int] = []
