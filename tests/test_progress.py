@@ -40,10 +40,11 @@ def test_a_single_runs_bar_shows_one_speed_and_the_latest_eval(train_agent, tmp_
     assert f"{ENV}/vadam/seed0 step 400: eval return {last['mean_return']:.1f}" in result.stdout
 
 
-def test_a_grids_runs_print_status_and_eval_lines_naming_the_run(tmp_path, capsys, monkeypatch):
-    """A grid's task (a population of two seeds here) in "lines" progress: every line,
-    status or evaluation, starts with the run's name; status lines give the step, the
-    speed and the latest evaluation."""
+def test_a_grids_population_prints_its_lines_once_for_its_members(tmp_path, capsys, monkeypatch):
+    """A grid's task (a population of two seeds here) in "lines" progress: one starts line,
+    status lines (the step, the population's seed-steps/s, the latest evaluation) and a
+    line per evaluation (the members' returns as min / median / max), each naming the
+    population; no member's own line."""
     monkeypatch.setattr(callback, "STATUS_SECONDS", 0.0)  # a status line every 100 steps
     monkeypatch.setattr(callback, "STATUS_FRACTION", 1.0)  # and none for the fraction
     monkeypatch.chdir(tmp_path)
@@ -53,23 +54,28 @@ def test_a_grids_runs_print_status_and_eval_lines_naming_the_run(tmp_path, capsy
     outcomes = run_task(configs, threads=1)
     assert [o.ok for o in outcomes] == [True, True], outcomes
     lines = capsys.readouterr().out.splitlines()
-    for seed in (0, 1):
-        name = f"{ENV}/vadam/seed{seed}"
-        evals = {row["step"]: row["mean_return"]
-                 for row in read_eval_csv(tmp_path / "out" / name / "eval.csv")}  # fmt: skip
-        own = [line for line in lines if line.startswith(f"{name} ")]
-        assert own[0] == (
-            f"{name} starts: DDPG with vadam on {ENV}, 200 steps, an evaluation "
-            f"every 100; writes out/{name}"
-        )  # each member's own start line
-        assert f"{name} step 100: eval return {evals[100]:.1f}" in "\n".join(own)
-        status = [line for line in own if re.match(rf"{name} step \d+/200 \(\d+%\)", line)]
-        assert [line.split()[2] for line in status] == ["100/200", "200/200"]
-        assert re.search(r", \d+ steps/s", status[0])
-        assert f"last eval return {evals[100]:.1f}" in status[0]  # after the step's evaluation
-        assert f"last eval return {evals[200]:.1f}" in status[-1]
-    run_lines = [line for line in lines if " step " in line]
-    assert all(line.startswith(f"{ENV}/vadam/seed") for line in run_lines)
+    evals = [
+        {row["step"]: row["mean_return"]
+         for row in read_eval_csv(tmp_path / "out" / ENV / "vadam" / f"seed{seed}" / "eval.csv")}
+        for seed in (0, 1)
+    ]  # fmt: skip
+    name = f"{ENV}/vadam: 2 members"
+    own = [line for line in lines if line.startswith(f"{name} ")]
+    assert own[0] == (
+        f"{name} starts: DDPG with vadam on {ENV}, 200 steps, an evaluation "
+        f"every 100; writes out/{ENV}/vadam/{{2 run directories}}"
+    )
+    for step in (100, 200):
+        low, high = sorted(e[step] for e in evals)
+        summary = (
+            f"eval return {low:.1f} / {(low + high) / 2:.1f} / {high:.1f} (min / median / max)"
+        )
+        assert any(line.startswith(f"{name} step {step}: {summary}") for line in own)
+    status = [line for line in own if re.match(rf"{name} step \d+/200 \(\d+%\)", line)]
+    assert [line.split()[4] for line in status] == ["100/200", "200/200"]
+    assert re.search(r", \d+ seed-steps/s \(2 members\)", status[0])
+    assert "last eval return" in status[-1]
+    assert not any(line.startswith(f"{ENV}/vadam/seed") for line in lines)
 
 
 @pytest.mark.parametrize("progress", ["lines", False])
