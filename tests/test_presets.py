@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 import param_explore as pe
 from agents.common.errors import ConfigError
 from agents.common.strategies import ACTION_NOISE, available_strategies, resolve_strategy
 from agents.settings import DDPGSettings, RunSettings, load_run_settings, resolve_settings
 from agents.settings.files import load_yaml, preset_path, write_values
+from agents.settings.resolve import resolve_runs
 
 
 def test_ddpg_yaml_lists_every_key_with_the_defaults():
@@ -102,3 +104,14 @@ def test_a_config_file_holds_values_for_one_strategy_each(tmp_path):
         path.write_text("strategies:\n" + section)
         with pytest.raises(ConfigError, match=message):
             resolve_settings(strategy="vadam", config_file=path)
+
+
+def test_config_yaml_is_the_text_the_pure_python_emitter_writes(tmp_path):
+    """config.yaml is written with libyaml's emitter where there is one: for every preset
+    (and with a bonus), the same text as PyYAML's pure-Python safe emitter."""
+    for strategy in available_strategies():
+        for extra in ([], ["bonus.kind=vime"]):
+            values = resolve_runs([strategy], [0], set_options=extra, env="Pendulum-v1")[0]
+            write_values(values.values(), tmp_path / "config.yaml")
+            written = (tmp_path / "config.yaml").read_text()
+            assert written == yaml.safe_dump(values.values(), sort_keys=False), strategy
