@@ -21,11 +21,16 @@ interface but is not an exploration strategy of the actor; it, and the VI forms 
 Adam, noisy K-FAC and IVON, are :class:`Posterior` s (``POSTERIORS``): they give the
 information gain of an example without taking the step (``information_gain``), for a
 curiosity bonus such as VIME's, through one interface (:mod:`param_explore.posterior`).
+
+``AdamLangevin`` (Ishfaq et al. 2024's Adam Langevin Monte Carlo, ``make_optimizer("langevin",
+critic)``) has the interface too, but its sample is its iterate (σ = 0, ε the noise of its
+coming step): a sampler of a critic's posterior (``SAMPLERS``), not a strategy of the actor.
 """
 
 from .bbb import BayesByBackprop
 from .explore import AdamExplore, FixedNoise, SGDExplore
 from .ivon import IVON
+from .langevin import AdamLangevin
 from .layer_statistics import linear_layers
 from .noisy_adam import NoisyAdam
 from .noisy_kfac import NoisyKFAC
@@ -35,6 +40,7 @@ from .posterior import GainEvidence, MomentGradients, Posterior, SampledGradient
 from .registry import (
     OPTIMIZERS,
     POSTERIORS,
+    SAMPLERS,
     available_optimizers,
     checked_hyperparameters,
     checked_posterior_settings,
@@ -51,7 +57,9 @@ __all__ = [
     "IVON",
     "OPTIMIZERS",
     "POSTERIORS",
+    "SAMPLERS",
     "AdamExplore",
+    "AdamLangevin",
     "AdamPlain",
     "AdaptiveParamNoise",
     "BayesByBackprop",

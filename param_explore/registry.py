@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from .bbb import BayesByBackprop
 from .explore import AdamExplore, FixedNoise, SGDExplore
 from .ivon import IVON
+from .langevin import AdamLangevin
 from .noisy_adam import NoisyAdam
 from .noisy_kfac import NoisyKFAC
 from .param_noise import AdaptiveParamNoise
@@ -63,16 +64,27 @@ POSTERIORS: dict[str, type[Posterior]] = {
 }
 
 
+#: Markov chain samplers, built by name as every optimizer is (``make_optimizer("langevin",
+#: critic)``) but not strategies of the actor (``--opt``): their sample is the iterate itself,
+#: with no σ of its own (:class:`AdamLangevin`), which the actor's weight noise and its
+#: measurements assume. A new one is its class and one entry here.
+SAMPLERS: dict[str, type[torch.optim.Optimizer]] = {
+    "langevin": AdamLangevin,
+}
+
+
 def available_optimizers() -> list[str]:
     """The registered strategy names, in the paper's order."""
     return list(OPTIMIZERS)
 
 
 def optimizer_class(name: str) -> type[torch.optim.Optimizer]:
-    """The class registered as ``name``; a ``ValueError`` listing valid names otherwise."""
-    if not isinstance(name, str) or name not in OPTIMIZERS:
-        require_known("optimizer", [str(name)], OPTIMIZERS)
-    return OPTIMIZERS[name]
+    """The class registered as ``name`` (a strategy or a sampler); a ``ValueError`` listing
+    valid names otherwise."""
+    known = {**OPTIMIZERS, **SAMPLERS}
+    if not isinstance(name, str) or name not in known:
+        require_known("optimizer", [str(name)], known)
+    return known[name]
 
 
 def hyperparameters(optimizer: str | type[torch.optim.Optimizer]) -> dict[str, Any]:

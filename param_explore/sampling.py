@@ -620,3 +620,18 @@ class PrecisionSampling(WeightSampling):
     def _std(self, group: Mapping, state: StateTensors, c: tuple) -> list[Tensor]:
         """σ = 1/√precision."""
         return [torch.rsqrt(p) for p in state["precision"]]
+
+
+class MomentSampling(WeightSampling):
+    """Strategies whose state is Adam's two moments of the gradient, m and v, from zero
+    (Vadam's σ reads v; Adam Langevin's drift reads both)."""
+
+    _state_keys = ("exp_avg", "exp_avg_sq")
+
+    def _init_state(self, group: Mapping, p: Tensor) -> dict:
+        state = self.state[p]
+        if "exp_avg" not in state:
+            state["step"] = torch.tensor(0.0)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return state

@@ -9,12 +9,12 @@ import torch
 from torch import Tensor
 
 from .adam_rule import AdamCoefficients, adam_update_
-from .sampling import WeightSampling
+from .sampling import MomentSampling
 from .traceable import Mode, StateTensors
 from .validation import Checks, require_betas, require_non_negative, require_positive
 
 
-class Vadam(WeightSampling, torch.optim.Optimizer):
+class Vadam(MomentSampling, torch.optim.Optimizer):
     """Adam whose second-moment vector doubles as the precision of q(θ) = N(μ, σ²).
 
     One step, with g = ∇θF(θ) at the sample θ = μ + σ⊙ε (``p.grad``), t the step count
@@ -76,16 +76,6 @@ class Vadam(WeightSampling, torch.optim.Optimizer):
                 "the initial sampling precision prior_precision + sample_constant must be "
                 "> 0 (s starts at 0); set sample_constant > 0 or prior_precision > 0"
             )
-
-    _state_keys = ("exp_avg", "exp_avg_sq")
-
-    def _init_state(self, group: Mapping, p: Tensor) -> dict:
-        state = self.state[p]
-        if "exp_avg" not in state:
-            state["step"] = torch.tensor(0.0)
-            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        return state
 
     def _std(self, group: Mapping, state: StateTensors, c: VadamCoefficients) -> list[Tensor]:
         """σ = 1/√(N s + λ + c) (Alg. 2 l.3), from the raw s."""
