@@ -40,10 +40,12 @@ from agents.ddpg.engine import Engine
 from agents.runs.population_run import train_population
 from agents.settings.resolve import resolve_runs
 
+#: updates start past this many steps: a run of --steps must go further
+LEARNING_STARTS = 64
 #: tiny networks and an update every step from the first: the host's work is what is left
 SETTINGS = [
     "hidden_sizes=[8,8]",
-    "learning_starts=64",
+    f"learning_starts={LEARNING_STARTS}",
     "batch_size=64",
     "buffer_size=5000",
 ]
@@ -121,6 +123,8 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="the update compiled")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    if args.steps <= LEARNING_STARTS:
+        parser.error(f"--steps must be more than learning_starts ({LEARNING_STARTS})")
     torch.set_num_threads(args.threads)
     short, long = args.steps, 2 * args.steps
     rows = []
