@@ -10,10 +10,15 @@ How: the members' learning state is one :class:`~agents.ddpg.stacked_state.Stack
 its networks, optimizers, settings, bonus, counters and checkpoints. The engine runs
 :func:`agents.ddpg.step.environment_step` with the members side by side
 (``docs/architecture.md``, "One environment step"): it provides the phases
-(:class:`~agents.ddpg.step.StepPhases`); those that are a member's own are the front's public
-ones (:meth:`DDPG.start_episode`, :meth:`~DDPG.check_action`, :meth:`~DDPG.checked_transition`,
-:meth:`~DDPG.record`, :meth:`~DDPG.with_bonus`, :meth:`~DDPG.end_step`), called for each
-member; the rest is done once for all:
+(:class:`~agents.ddpg.step.StepPhases`). What a step counts — episodes that start and end,
+steps, returns, lengths, updates — is the members' rows
+(:class:`~agents.ddpg.member_rows.MemberRows`), one array operation each; a member's own code
+is called only where it is its own (its ``act`` for a strategy that does not act at its
+training point, :meth:`~DDPG.check_action` and :meth:`~DDPG.checked_transition` for a row
+that was not finite, its bonus, noisy K-FAC's update, parameter noise's adaptation) and its
+callback after the steps the callback names (:meth:`Callback.next_call
+<agents.common.callbacks.Callback.next_call>`: a run's boundaries). The rest is done once
+for all:
 
 * the members' envs are one vector env (:mod:`agents.common.vector_envs`, SAME_STEP
   autoreset), stepped with every member's action at once, its episodes reset within the
@@ -218,6 +223,7 @@ class Engine:
         #: the members that failed or stopped in this step's phases: they leave at its end
         self._leaving: set[int] = set()
         self._bonus = first.bonus is not None
+        self._adapts = bool(first.actor_optimizer.noise_adaptation_interval)
         # Each member's callback is called after the step it names (Callback.next_call):
         # its next boundary, or the end of its episode. Set by learn.
         self._callbacks: list[Callback] = []
@@ -295,6 +301,9 @@ class Engine:
         for member, callback in zip(self.members, self._callbacks):
             callback.on_training_start(member)
             self._schedule(member)
+        #: the step the active members stand at (they step together)
+        self._steps_done = int(self.rows.timesteps[self._live].max(initial=0))
+        self._next_boundary()
         try:
             for _ in range(total_steps):
                 if not self.active:
@@ -313,12 +322,25 @@ class Engine:
         k = self._index[id(member)]
         self._call_at[k], self._call_at_episode_end[k] = self._callbacks[k].next_call(member)
 
+    def _next_boundary(self) -> None:
+        """The first step after which an active member's callback is due, and whether one
+        waits for an episode's end: between them a step checks two numbers."""
+        live = self._live
+        self._boundary = int(self._call_at[live].min(initial=np.iinfo(np.int64).max))
+        self._waits_for_episodes = bool(self._call_at_episode_end[live].any())
+
     def _call_back(self) -> None:
         """The callbacks whose call is due after this step — at a boundary of theirs, at
         the end of an episode they wait for, or every one when a stop is requested — called
         for their members; a member whose callback says stop (or fails) stops. Between
         boundaries no member's callback is called: the step's host work does not grow with
         the members."""
+        if (
+            self._steps_done < self._boundary
+            and not (self._waits_for_episodes and self._ended.any())
+            and stop_requested() is None
+        ):
+            return
         due = (self._call_at <= self.rows.timesteps) | (self._call_at_episode_end & self._ended)
         if stop_requested() is not None:  # every member stops after this step
             due[:] = True
@@ -332,6 +354,7 @@ class Engine:
             else:
                 self._leaving.add(id(member))  # done, or asked to stop
         self._drop_failed()
+        self._next_boundary()
 
     def _on_step(self, member: Member) -> bool:
         return self._callbacks[self._index[id(member)]].on_step(member)
@@ -344,6 +367,7 @@ class Engine:
     @active.setter
     def active(self, members: list[Member]) -> None:
         self._active = members
+        self._everyone = len(members) == len(self.members)
         #: whether each member is still training, a row each
         self._live = np.zeros(len(self.members), np.bool_)
         self._live[[self._index[id(m)] for m in members]] = True
@@ -440,7 +464,7 @@ class Engine:
         step, (rewards, terminated, truncated, *_) = answer
         obs = self._obs
         self.buffer.add(obs, actions, step.rewards, step.next_obs, step.terminated)
-        everyone = len(self.active) == len(self.members)
+        everyone = self._everyone
         self.state.update_observations(obs, None if everyone else self._live)
         self._obs = step.obs
         if self._bonus:  # each member's own model: its pool, its fit
@@ -450,9 +474,10 @@ class Engine:
                 member.add_to_bonus(obs[k], actions[k], step.next_obs[k])
 
             self._keep_active(pooled)
-        live = self._live
-        self.rows.count_step(live, rewards)
-        return (terminated | truncated) & live
+        self.rows.count_step(None if self._everyone else self._live, rewards)
+        self._steps_done += 1
+        ended = terminated | truncated
+        return ended if self._everyone else ended & self._live
 
     def updates_due(self) -> bool:
         return bool(self.active) and self.active[0].updates_due()
@@ -465,9 +490,10 @@ class Engine:
         if not self.active:
             self._ended = np.zeros_like(self._ended)
             return
-        if self.active[0].noise_adaptation_due():  # the members share its schedule
+        if self._adapts and self.active[0].noise_adaptation_due():  # a shared schedule
             self._keep_active(lambda m: m.adapt_noise())
-        ended = ended & self._live
+        if not self._everyone:  # a member left in the updates
+            ended = ended & self._live
         self._ended = ended
         if not ended.any():
             return
@@ -503,7 +529,8 @@ class Engine:
         their step; the first call resets them all); which members start one."""
         if self._obs is None:
             self._obs = self._reset_envs()
-        starting = self.rows.between_episodes & self._live
+        between = self.rows.between_episodes
+        starting = between.copy() if self._everyone else between & self._live
         if starting.any():
             self.rows.start_episodes(starting)
             if self.action_noise is not None:
@@ -542,9 +569,8 @@ class Engine:
         an action of its space (its env steps on)."""
         if not self.active:
             return None
-        everyone = len(self.active) == len(self.members)
         try:
-            return self.envs.step(actions, None if everyone else self._live)
+            return self.envs.step(actions, None if self._everyone else self._live)
         except Exception as err:  # the envs' own failure: every member stops
             step = self.active[0].num_timesteps + 1
             error = EnvironmentFailure(

@@ -67,8 +67,13 @@ class MemberRows:
         self.episode_length[starting] = 0
         self.between_episodes[starting] = False
 
-    def count_step(self, stepped: np.ndarray, rewards: np.ndarray) -> None:
-        """One step of the members ``stepped``, each with its reward."""
+    def count_step(self, stepped: np.ndarray | None, rewards: np.ndarray) -> None:
+        """One step of the members ``stepped`` (None: every member), each with its reward."""
+        if stepped is None:
+            self.timesteps += 1
+            self.episode_return += rewards
+            self.episode_length += 1
+            return
         self.timesteps[stepped] += 1
         self.episode_return[stepped] += rewards[stepped]
         self.episode_length[stepped] += 1
