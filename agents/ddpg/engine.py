@@ -298,6 +298,9 @@ class Engine:
         self._callbacks = list(callbacks)
         if len(self._callbacks) != len(self.members):
             raise ConfigError("a population's members need a callback each")
+        #: whether every callback is called after every step (none names its boundaries:
+        #: the SB3 contract of a plain Callback), so that nothing is scheduled
+        self._every_step = all(type(c).next_call is Callback.next_call for c in self._callbacks)
         for member, callback in zip(self.members, self._callbacks):
             callback.on_training_start(member)
             self._schedule(member)
@@ -335,6 +338,9 @@ class Engine:
         for their members; a member whose callback says stop (or fails) stops. Between
         boundaries no member's callback is called: the step's host work does not grow with
         the members."""
+        if self._every_step:
+            self._keep_active(self._on_step)
+            return
         if (
             self._steps_done < self._boundary
             and not (self._waits_for_episodes and self._ended.any())
