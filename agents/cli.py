@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import gymnasium as gym
+import torch
 
 from .common.errors import ConfigError, os_error_message
 from .common.flags import OneLineParser, whole_number
@@ -32,7 +33,13 @@ from .reporting.live_aggregates import StrategyMeansAsRunsEvaluate
 from .reporting.strategy_aggregates import tensorboard_view, write_strategy_aggregates
 from .runs.agent_factory import check_run_env, learner_module, make_task_env
 from .runs.closed_stdout import run_on_without_stdout
-from .runs.grid import RunOutcome, check_grid, run_grid, threads_per_worker
+from .runs.grid import (
+    RunOutcome,
+    check_grid,
+    run_grid,
+    single_run_threads,
+    threads_per_worker,
+)
 from .runs.resume import trained_eval_every
 from .runs.stopping import RunInterrupted, interrupt_on_signals
 from .runs.tracking import Tracking, check_tracking
@@ -253,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{config.run_dir()}: settings checked, nothing trained")
             return 0
         if not grid:
+            torch.set_num_threads(single_run_threads())
             run_dir = train(configs[0], args.resume, not args.no_progress, tracking=tracking)
             print(f"run directory: {run_dir}")
             return 0

@@ -14,13 +14,15 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 import pytest
+import torch
 from rliable import library as rly
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.custom_scalar import layout_pb2
 
+from agents import cli
 from agents.common.errors import ConfigError, RunDirectoryError
 from agents.reporting.compare import main as compare_runs
-from agents.runs.grid import run_grid, threads_per_worker
+from agents.runs.grid import run_grid, single_run_threads, threads_per_worker
 from agents.settings import RunSettings, resolve_settings
 
 SMALL = ["--env", "Pendulum-v1", "--steps", "400", "--eval-every", "200",
@@ -316,3 +318,26 @@ def test_committed_results_without_checkpoints_count_as_finished(tmp_path, capsy
     with pytest.raises(RunDirectoryError, match=r"checkpoint .* is missing but the directory"):
         train(config, resume=True, progress=False)
     assert (run_dir / "eval.csv").read_bytes() == before
+
+
+def test_a_run_of_its_own_takes_one_thread_unless_told(monkeypatch, tmp_path):
+    """A single run takes one torch thread (quiet as fast on 2 cores, and degrading least
+    beside other work: docs/speed.md), or the threads OMP_NUM_THREADS names."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert single_run_threads() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert single_run_threads() == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "0")
+    with pytest.raises(ConfigError, match="OMP_NUM_THREADS"):
+        single_run_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        code = cli.main(["--env", "Pendulum-v1", "--steps", "80", "--eval-episodes", "1",
+                         "--set", "hidden_sizes=[8,8]", "--set", "learning_starts=32",
+                         "--no-compile", "--no-progress", "--logdir", str(tmp_path)])  # fmt: skip
+        assert code == 0 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

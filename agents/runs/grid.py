@@ -92,16 +92,33 @@ def threads_per_worker(workers: int) -> int:
     and OpenMP already read; without it, the workers split the machine evenly.
     """
     share = cores_per_worker(workers)
+    limit = explicit_threads()
+    return share if limit is None else min(share, limit)
+
+
+def single_run_threads() -> int:
+    """Torch threads of a run of its own: ``OMP_NUM_THREADS`` where the user set it, else
+    one. Measured on 2 cores (docs/speed.md, "A run beside other work"): one thread runs a
+    HalfCheetah run as fast as torch's default of one per core when the machine is quiet,
+    and beside a busy neighbour takes 1.75× its quiet time against the default's 3.0×
+    (OpenMP's threads wait on each other on shared cores)."""
+    limit = explicit_threads()
+    return 1 if limit is None else limit
+
+
+def explicit_threads() -> int | None:
+    """The threads ``OMP_NUM_THREADS`` asks for, None where it is not set; ConfigError
+    for a value that is not a positive whole number."""
     explicit = os.environ.get("OMP_NUM_THREADS", "").strip()
     if not explicit:
-        return share
+        return None
     try:
         limit = int(explicit)
     except ValueError:
         limit = 0
     if limit < 1:
         raise ConfigError(f"OMP_NUM_THREADS={explicit!r} is not a positive whole number of threads")
-    return min(share, limit)
+    return limit
 
 
 def run_task(
