@@ -220,14 +220,13 @@ class CompiledUpdate:
         # a population computes them once per distinct pair at each step (its members mostly
         # share both; their settings are fixed while they train). One learner computes them
         # every step, so that a learning rate changed meanwhile takes effect.
-        self._settings_keys = [
-            {name: _settings_key(learner, name) for name in ("critic", "actor")}
-            for learner in self._learners
-        ]
         #: Each learner's settings of each optimizer as a number (equal settings, equal
         #: numbers): what, with its step count, decides its coefficients.
         self._settings_ids = {
-            name: np.array(_numbered([keys[name] for keys in self._settings_keys]), dtype=np.int64)
+            name: np.array(
+                _numbered([_settings_key(learner, name) for learner in self._learners]),
+                dtype=np.int64,
+            )
             for name in ("critic", "actor")
         }
         #: The last packed numbers of each optimizer, with the step counts they are of.

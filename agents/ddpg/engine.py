@@ -341,14 +341,15 @@ class Engine:
         if self._every_step:
             self._keep_active(self._on_step)
             return
+        stopping = stop_requested() is not None  # every member stops after this step
         if (
             self._steps_done < self._boundary
             and not (self._waits_for_episodes and self._ended.any())
-            and stop_requested() is None
+            and not stopping
         ):
             return
         due = (self._call_at <= self.rows.timesteps) | (self._call_at_episode_end & self._ended)
-        if stop_requested() is not None:  # every member stops after this step
+        if stopping:
             due[:] = True
         due &= self._live
         if not due.any():
