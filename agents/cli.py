@@ -31,7 +31,7 @@ from .common.strategies import available_strategies
 from .curiosity.registry import BONUSES
 from .reporting.live_aggregates import StrategyMeansAsRunsEvaluate
 from .reporting.strategy_aggregates import tensorboard_view, write_strategy_aggregates
-from .runs.agent_factory import check_run_env, learner_module, make_task_env
+from .runs.agent_factory import check_runs_env, learner_module, make_task_env
 from .runs.closed_stdout import run_on_without_stdout
 from .runs.grid import (
     RunOutcome,
@@ -261,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not grid:
             torch.set_num_threads(single_run_threads())
-            run_dir = train(configs[0], args.resume, not args.no_progress, tracking=tracking)
+            run_dir = train(
+                configs[0], args.resume, not args.no_progress, tracking=tracking, checked=True
+            )
             print(f"run directory: {run_dir}")
             return 0
         return _grid(configs, args, tracking)
@@ -309,15 +311,18 @@ def _workers(args: argparse.Namespace) -> int:
 
 def _check_runs(configs: list[RunSettings], args: argparse.Namespace, grid: bool) -> None:
     """Every check the command makes before a run starts, for ``--check`` and the command
-    alike (one path, so ``--check`` approves nothing the command refuses): the grid's own
-    (workers, backend, each run directory once), each optional learner, and each run on its
-    env (made once per distinct env: an unknown id or a setting the env refuses, episodes
-    that never end, settings that do not fit in memory). One ConfigError line otherwise."""
+    alike (one path, so ``--check`` approves nothing the command refuses), each once: the
+    grid's own (workers, backend, each run directory once), each optional learner, and each
+    run on its env (:func:`check_runs_env`: an unknown id or a setting the env refuses,
+    episodes that never end, settings that do not fit in memory), once per env and per run
+    shape (runs that differ only in their seed need the same). One ConfigError line
+    otherwise. What the command then trains is not checked again (``checked``)."""
     if grid:
         check_grid(configs, _workers(args), args.backend or "local")
     if args.track:
         check_tracking()
     envs: dict[str, gym.Env] = {}
+    shapes: set[str] = set()
     try:
         for config in configs:
             learner_module(config)
@@ -325,7 +330,10 @@ def _check_runs(configs: list[RunSettings], args: argparse.Namespace, grid: bool
                         config.normalize_actions))  # fmt: skip
             if key not in envs:
                 envs[key] = make_task_env(config)
-            check_run_env(config, envs[key])
+            shape = repr(sorted((k, v) for k, v in config.values().items() if k != "seed"))
+            if shape not in shapes:
+                shapes.add(shape)
+                check_runs_env([config], envs[key])
     finally:
         for env in envs.values():
             env.close()
@@ -362,6 +370,7 @@ def _grid(configs: list, args: argparse.Namespace, tracking: Tracking | None) ->
             args.population,
             progress=False if args.no_progress else "lines",
             tracking=tracking,
+            checked=True,  # by _check_runs
         )
     failed = [o for o in outcomes if not o.ok and not o.stopped]
     stopped = [o for o in outcomes if o.stopped]  # a worker's own SIGTERM: run the command again

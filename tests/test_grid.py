@@ -341,3 +341,60 @@ def test_a_run_of_its_own_takes_one_thread_unless_told(monkeypatch, tmp_path):
         assert code == 0 and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------- each check once per command
+def counted(monkeypatch, function) -> list[str]:
+    """Every reference the project's modules hold to ``function`` replaced by one that
+    records its call (its name) and calls it; the record."""
+    import sys as _sys
+
+    calls: list[str] = []
+
+    def counting(*args, **kwargs):
+        calls.append(function.__name__)
+        return function(*args, **kwargs)
+
+    for name, module in list(_sys.modules.items()):
+        if name.split(".")[0] == "agents" and getattr(module, function.__name__, None) is function:
+            monkeypatch.setattr(module, function.__name__, counting)
+    return calls
+
+
+@pytest.mark.parametrize("runs", [["--seed", "0"], ["--seeds", "2"]], ids=["single", "grid"])
+def test_a_command_checks_its_settings_sharing_and_memory_once(
+    runs, tmp_path, train_agent, monkeypatch
+):
+    """A single run and a grid of two seeds (one population) through ``train_agent``: the
+    grid's check, the runs' check on their env, the memory check and the check that runs
+    may share a population each run once — in the command's one check, shared with
+    ``--check``, or where the runs are built — not again in the grid, its task or the
+    stacked build. (The grid's task runs in this process here, as its worker runs it.)"""
+    from agents.common import memory_budget
+    from agents.runs import agent_factory, grid
+    from agents.settings import sharing
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a task sets it for its process
+    calls = [
+        counted(monkeypatch, check)
+        for check in (grid.check_grid, agent_factory.check_runs_env, memory_budget.check_memory,
+                      sharing.check_population, sharing.check_members_share)
+    ]  # fmt: skip
+
+    def in_this_process(tasks, workers, report, progress, tracking, checked):
+        outcomes = [o for t in tasks for o in grid.run_task(t, 1, progress, tracking, checked)]
+        for outcome in outcomes:
+            report(outcome)
+        return outcomes
+
+    monkeypatch.setattr(grid, "_run_local", in_this_process)
+    result = train_agent(*SMALL[:2], *runs, "--steps", "100", "--eval-every", "100",
+                         "--eval-episodes", "1", "--set", "hidden_sizes=[16,16]", "--no-compile",
+                         "--no-progress", "--logdir", "out", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    seeds = 2 if "--seeds" in runs else 1
+    assert len(list((tmp_path / "out").rglob("eval.csv"))) == seeds
+    made = [name for call in calls for name in call]
+    assert sorted(made) == sorted(
+        ["check_grid"] * (seeds - 1) + ["check_runs_env", "check_memory", "check_population"]
+    )

@@ -136,14 +136,18 @@ def build_members(
     seeds: Sequence[int | None],
     device: str | torch.device = "auto",
     bonuses: Sequence[RewardBonus | None] | None = None,
+    *,
+    checked: bool = False,
 ) -> Members:
     """A population's members — member k on ``envs[k]`` with ``configs[k]``, seed
     ``seeds[k]`` and bonus — as the rows of one stacked state (:meth:`StackedState.build`:
-    the settings and the memory of them all checked before anything is allocated; member
-    k's networks its single run's)."""
+    the settings and the memory of them all checked before anything is allocated, unless
+    ``checked`` says the caller did; member k's networks its single run's)."""
     first = envs[0]
     device = resolve_device(device)
-    state = StackedState.build(configs, seeds, first.observation_space, first.action_space, device)
+    state = StackedState.build(
+        configs, seeds, first.observation_space, first.action_space, device, checked=checked
+    )
     bonuses = bonuses or [None] * len(envs)
     coverage = CoverageRows()
     members = [

@@ -7,7 +7,8 @@ buffer — is one (N, …) tensor. A single run is N = 1 of the same state, buil
 code (:meth:`StackedState.build`), so there is one way a learner's state comes to be.
 
 How: :meth:`StackedState.build` checks the members' settings (that they may share a stack,
-and the memory all of them need) before anything is allocated, allocates the replay
+and the memory all of them need) before anything is allocated (unless its caller did:
+a run's driver checks its runs once), allocates the replay
 buffers as one (N, capacity, …) storage, builds member k's networks from the global torch
 RNG seeded with its seed (as a single run of that seed builds them), creates the
 optimizers' state (drawing nothing: ε is zero until the first draw), and stacks every
@@ -176,14 +177,18 @@ class StackedState:
         observation_space: gym.spaces.Box,
         action_space: gym.spaces.Box,
         device: torch.device,
+        *,
+        checked: bool = False,
     ) -> StackedState:
         """The state of members with ``configs`` and ``seeds`` (member k's networks from
         ``seeds[k]``, as its single run's; a None seed: the global RNG as it stands), after
         the settings' one check that they may share a stack and the memory check of all of
-        them (nothing allocated before either)."""
-        check_members_share(configs)
+        them (nothing allocated before either) — made by the caller where ``checked`` says
+        so (a run's driver, :mod:`agents.runs.population_run`, checks its runs once)."""
         obs_dim, action_dim = observation_space.shape[0], action_space.shape[0]
-        check_learners(configs, obs_dim, action_dim, device)
+        if not checked:
+            check_members_share(configs)
+            check_learners(configs, obs_dim, action_dim, device)
         buffer = ReplayBuffer.stacked(
             len(configs), configs[0].buffer_size, obs_dim, action_dim, device=device
         )

@@ -5,13 +5,15 @@
 only here, when a run asks for it); each receives the resolved settings and, where it
 takes one, the bonus made from the run's bonus settings on a generator of its own. The
 bonus is made before its learner, so what both need is checked here first, together
-(:func:`memory_needs`): each then checks its own part again, for callers that build it
-alone.
+(:func:`check_runs_env`, :func:`memory_needs`): SB3's and TRPO's adapters then check their
+own part again, for callers that build them alone. The native engine's runs are built by
+:mod:`agents.runs.population_run` (checked once, there or by the command).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from types import ModuleType
 
 import gymnasium as gym
@@ -43,16 +45,25 @@ def make_task_env(settings: RunSettings) -> gym.Env:
     return with_action_range(with_task_report(env), settings.normalize_actions)
 
 
-def make_agent(settings: RunSettings, env: gym.Env | None = None) -> RunnableAgent:
-    """The learner ``settings`` name, on an env whose episodes end (its own time limit, or
-    ``max_episode_steps``)."""
+def run_env(settings: RunSettings, env: gym.Env | None = None) -> gym.Env:
+    """The env a run trains on: :func:`make_task_env`'s, or ``env`` given with the run's
+    ``max_episode_steps`` and ``normalize_actions`` around it."""
     if env is None:
-        env = make_task_env(settings)
-    else:
-        if settings.max_episode_steps is not None:
-            env = gym.wrappers.TimeLimit(env, settings.max_episode_steps)
-        env = with_action_range(env, settings.normalize_actions)
-    check_run_env(settings, env)
+        return make_task_env(settings)
+    if settings.max_episode_steps is not None:
+        env = gym.wrappers.TimeLimit(env, settings.max_episode_steps)
+    return with_action_range(env, settings.normalize_actions)
+
+
+def make_agent(
+    settings: RunSettings, env: gym.Env | None = None, *, checked: bool = False
+) -> RunnableAgent:
+    """The learner ``settings`` name, on an env whose episodes end (its own time limit, or
+    ``max_episode_steps``): checked so (:func:`check_runs_env`) unless ``checked`` says the
+    command's one check did already."""
+    env = run_env(settings, env)
+    if not checked:
+        check_runs_env([settings], env)
     if settings.algo == "trpo":
         trpo_agent = learner_module(settings)
         from ..curiosity.sb3 import VimeCallback
@@ -73,17 +84,21 @@ def make_agent(settings: RunSettings, env: gym.Env | None = None) -> RunnableAge
     )
 
 
-def check_run_env(settings: RunSettings, env: gym.Env) -> None:
-    """What the run needs of its env before anything is allocated: episodes that end (its
-    own time limit, or ``max_episode_steps``) and memory for its learner and bonus on the
-    env's spaces; one ConfigError line otherwise (``train_agent --check`` asks the same)."""
+def check_runs_env(configs: Sequence[RunSettings], env: gym.Env) -> None:
+    """What runs on one env — a single run, or a population's members, which allocate
+    together — need of it before anything is allocated: episodes that end (its own time
+    limit, or ``max_episode_steps``) and memory for every run's learner and bonus together
+    on the env's spaces; one ConfigError line otherwise (``train_agent --check`` asks the
+    same, :func:`agents.cli._check_runs`)."""
+    first = configs[0]
     if episode_limit(env) is None:
         raise ConfigError(
-            f"{settings.env} has no time limit, so an episode might never end (evaluation "
+            f"{first.env} has no time limit, so an episode might never end (evaluation "
             "would never return, and checkpoints wait for an episode's end); give it one "
             "with --set max_episode_steps=N"
         )
-    check_memory(memory_needs(settings, env), resolve_device(settings.device))
+    needs = [need for config in configs for need in memory_needs(config, env)]
+    check_memory(needs, resolve_device(first.device))
 
 
 def memory_needs(settings: RunSettings, env: gym.Env) -> list[MemoryNeed]:

@@ -126,12 +126,17 @@ def run_task(
     threads: int,
     progress: GridProgress = "lines",
     tracking: Tracking | None = None,
+    checked: bool = False,
 ) -> list[RunOutcome]:
-    """Train one run, or a population of runs (resuming each that has a checkpoint), each
-    tracked in W&B where ``tracking`` says; never raises."""
+    """Train one task — the native engine's runs through its one driver, one run or a
+    population (:func:`~agents.runs.population_run.train_population`), or a run of SB3's
+    DDPG or TRPO through its own (:func:`~agents.runs.train.train`) — resuming each run that
+    has a checkpoint, each tracked in W&B where ``tracking`` says; never raises.
+    ``checked``: the command's one check approved the runs already (:func:`run_grid`)."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
     import torch
 
+    from ..settings.sharing import can_be_populated
     from .population_run import train_population
     from .train import train
 
@@ -139,10 +144,11 @@ def run_task(
     if stop_requested() is not None:  # the grid is stopping: a queued run never starts
         return [RunOutcome(str(c.run_dir()), False, "not started", stopped=True) for c in configs]
     try:
-        if len(configs) == 1:
-            train(configs[0], resume=True, progress=progress, tracking=tracking)
-            return [RunOutcome(str(configs[0].run_dir()), True, "done")]
-        outcomes = train_population(configs, True, progress, tracking)
+        if not can_be_populated(configs[0]):  # not the native engine: a run of its own
+            (config,) = configs
+            train(config, resume=True, progress=progress, tracking=tracking, checked=checked)
+            return [RunOutcome(str(config.run_dir()), True, "done")]
+        outcomes = train_population(configs, True, progress, tracking, checked=checked)
     except KeyboardInterrupt:
         return [RunOutcome(str(c.run_dir()), False, "checkpoint written", stopped=True)
                 for c in configs]  # fmt: skip
@@ -219,6 +225,7 @@ def _work(
     driver: int,
     progress: GridProgress,
     tracking: Tracking | None,
+    checked: bool,
 ) -> None:
     """A worker process: train each task the driver sends and send back its outcomes, until
     it sends None or is gone; stop (with a checkpoint) should the driver die first."""
@@ -227,7 +234,7 @@ def _work(
     watch_driver(driver)
     with contextlib.suppress(EOFError, OSError):  # the driver is gone: nobody to tell
         while (task := pipe.recv()) is not None:
-            pipe.send(run_task(task, threads, progress, tracking))
+            pipe.send(run_task(task, threads, progress, tracking, checked))
 
 
 def watch_driver(driver: int, interval: float = 1.0) -> threading.Thread:
@@ -245,10 +252,13 @@ def watch_driver(driver: int, interval: float = 1.0) -> threading.Thread:
     return thread
 
 
-def _start(threads: int, progress: GridProgress, tracking: Tracking | None) -> _Worker:
+def _start(
+    threads: int, progress: GridProgress, tracking: Tracking | None, checked: bool
+) -> _Worker:
     context = get_context("spawn")
     pipe, theirs = context.Pipe()
-    process = context.Process(target=_work, args=(theirs, threads, os.getpid(), progress, tracking))
+    args = (theirs, threads, os.getpid(), progress, tracking, checked)
+    process = context.Process(target=_work, args=args)
     process.start()
     theirs.close()  # the worker holds the other end: its exit ends the pipe
     return _Worker(process, pipe)
@@ -281,6 +291,7 @@ def _run_local(
     report: Callable,
     progress: GridProgress,
     tracking: Tracking | None,
+    checked: bool,
 ) -> list[RunOutcome]:
     """The tasks on ``workers`` spawned processes, each sent the next queued task when it
     reports. A worker that dies (SIGKILL, the kernel's out-of-memory killer) loses its own
@@ -308,14 +319,14 @@ def _run_local(
 
     try:
         for _ in range(min(workers, len(queued))):
-            give(_start(threads, progress, tracking))
+            give(_start(threads, progress, tracking, checked))
         while busy:
             for ready in wait(list(busy)):
                 worker = busy[ready]
                 if collect(worker):
                     give(worker)
                 elif queued:
-                    give(_start(threads, progress, tracking))
+                    give(_start(threads, progress, tracking, checked))
     except KeyboardInterrupt as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
         _stop_workers(list(busy.values()), signum, collect)
@@ -346,6 +357,7 @@ def _run_ray(
     report: Callable,
     progress: GridProgress,
     tracking: Tracking | None,
+    checked: bool,
 ) -> list[RunOutcome]:
     try:
         import ray
@@ -364,7 +376,7 @@ def _run_ray(
             raise ConfigError(f"cannot reach the Ray cluster at {address}: {err}") from None
     try:
         remote = ray.remote(num_cpus=cpus)(run_task)  # one Ray task per run or population
-        pending = [remote.remote(task, threads, progress, tracking) for task in tasks]
+        pending = [remote.remote(task, threads, progress, tracking, checked) for task in tasks]
         task_of = dict(zip(pending, tasks, strict=True))
         outcomes: list[RunOutcome] = []
         try:
@@ -396,15 +408,21 @@ def run_grid(
     population: bool = True,
     progress: GridProgress = "lines",
     tracking: Tracking | None = None,
+    checked: bool = False,
 ) -> list[RunOutcome]:
     """Run every configuration, as populations where they can share one (``population``);
     ``report`` is called as each run finishes; ``progress``: the runs' status lines or
-    none; ``tracking``: each run's W&B run (:mod:`agents.runs.tracking`), or none."""
-    check_grid(configs, workers, backend)
+    none; ``tracking``: each run's W&B run (:mod:`agents.runs.tracking`), or none.
+    ``checked``: the command's one check (``train_agent``'s, :func:`agents.cli._check_runs`)
+    approved the grid and each run on its env already, so neither this call nor its tasks
+    check them again; without it, the grid is checked here (:func:`check_grid`) and each
+    task's runs where they are built."""
+    if not checked:
+        check_grid(configs, workers, backend)
     tasks = plan_tasks(configs, workers, population)
     if backend == "ray":
-        return _run_ray(tasks, workers, address, report, progress, tracking)
-    return _run_local(tasks, workers, report, progress, tracking)
+        return _run_ray(tasks, workers, address, report, progress, tracking, checked)
+    return _run_local(tasks, workers, report, progress, tracking, checked)
 
 
 def check_grid(configs: list[RunSettings], workers: int, backend: str) -> None:

@@ -1,16 +1,25 @@
-"""Runs trained as one population: several run directories, one batched process.
+"""The one driver of the native engine's runs: a single run, or several trained as one
+population — several run directories, one batched process.
+
+A single run is ``train_population([config])`` (what :func:`agents.runs.train.train` calls,
+and a grid's task of one run): a population of one whose engine is a single run's
+(:class:`~agents.ddpg.engine.Engine`, ``single_run``: it draws from its own generator, its
+env resets from its own RNG, its failure is raised and ends the run, as
+:meth:`agents.ddpg.agent.DDPG.learn` steps it), its lines its own. SB3's DDPG and TRPO are
+not the native engine: their runs train through :func:`agents.runs.train.train`'s own path.
 
 Each member of a population (:mod:`agents.ddpg.population`) is an ordinary run: its own
 directory, lock, ``config.yaml``, checkpoints, ``eval.csv``, ``explore.csv`` and TensorBoard
-events, written by the same machinery as a single run's (:func:`agents.runs.train.open_run`,
-:func:`~agents.runs.train.close_run`, :class:`~agents.runs.callback.RunCallback`), so
-``compare_runs``, the strategy aggregates, ``--resume`` and every guarantee of a run hold
-for each member. What the population adds: the memory check counts every member, the
-members that resume at the same step train together (members at other steps form
-populations of their own), and a member whose own setup, data, env row, bonus, update or
-disk fails — any exception of its own — stops with its own error (its last good state
-checkpointed), while the others go on; an error of the population as a whole (its shared
-vector env, its batched update, the driver) ends every member.
+events, written by the same machinery as a single run's (:mod:`agents.runs.opened_run`:
+:func:`~agents.runs.opened_run.open_run`, :func:`~agents.runs.opened_run.close_run`;
+:class:`~agents.runs.callback.RunCallback`), so ``compare_runs``, the strategy aggregates,
+``--resume`` and every guarantee of a run hold for each member. What the population adds:
+the memory check counts every member, the members that resume at the same step train
+together (members at other steps form populations of their own), and a member whose own
+setup, data, env row, bonus, update or disk fails — any exception of its own — stops with
+its own error (its last good state checkpointed), while the others go on; an error of the
+population as a whole (its shared vector env, its batched update, the driver) ends every
+member.
 """
 
 from __future__ import annotations
@@ -20,25 +29,31 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+import gymnasium as gym
 from gymnasium.vector import VectorEnv
 
 from ..common.devices import resolve_device
-from ..common.envs import episode_limit
-from ..common.errors import ConfigError
+from ..common.errors import (
+    ConfigError,
+    EnvironmentFailure,
+    NonFiniteDataError,
+    RunDirectoryError,
+    os_error_message,
+)
 from ..common.memory_budget import available_memory
-from ..common.vector_envs import make_vector_env
+from ..common.vector_envs import OneEnv, make_vector_env
 from ..ddpg.engine import Engine, starting_point
 from ..ddpg.population import Members, SharedTestEpisodes, build_members
 from ..settings import RunSettings
 from ..settings.memory import members_that_fit
 from ..settings.sharing import check_population
 from ..tasks import with_task_report
-from .agent_factory import make_run_bonus, make_task_env
+from .agent_factory import check_runs_env, make_run_bonus, make_task_env, run_env
 from .callback import EVAL_SEED_OFFSET, Progress
+from .opened_run import OpenRun, close_run, locked_run_dir, open_run
 from .population_lines import PopulationLines
 from .stopping import RunInterrupted, stop_on_signals
 from .tracking import Tracking
-from .train import OpenRun, close_run, locked_run_dir, open_run
 
 
 @dataclass
@@ -70,17 +85,26 @@ def train_population(
     resume: bool = True,
     progress: Progress = False,
     tracking: Tracking | None = None,
+    env: gym.Env | None = None,
+    *,
+    checked: bool = False,
 ) -> list[MemberOutcome]:
     """Train the runs ``configs`` describe as one population (they share
-    :func:`agents.settings.sharing.population_key`); every run resumes or starts (and is
-    tracked) as
-    :func:`agents.runs.train.train` would. Returns each member's outcome; raises
-    :class:`RunInterrupted` once every member checkpointed when a signal asked to stop, and
-    ConfigError for settings that cannot be a population (before anything is written)."""
+    :func:`agents.settings.sharing.population_key`); one config is a single run (module
+    docstring), on ``env`` if given (wrapped as :func:`agents.runs.agent_factory.run_env`
+    says). Every run resumes or starts (and is tracked) as :func:`agents.runs.train.train`
+    says. Returns each member's outcome; raises :class:`RunInterrupted` once every member
+    checkpointed when a signal asked to stop, and ConfigError for settings that cannot be a
+    population, an env whose episodes never end or members that do not fit in memory (before
+    anything is allocated or written). ``checked``: the command's one check approved the
+    runs on their env and memory already (``train_agent``: :func:`agents.cli._check_runs`),
+    so they are not checked again."""
     if not configs:
         return []
+    if env is not None and len(configs) > 1:
+        raise ValueError("an env of the caller's is a single run's: give one config with it")
     check_population(configs)
-    members = _build_members(configs)
+    members = _build_members(configs, env, checked)
     outcomes: dict[Path, MemberOutcome] = {}
     signals: list[int] = []
     with ExitStack() as stack:
@@ -98,27 +122,33 @@ def train_population(
                 outcomes[run_dir] = MemberOutcome(run_dir, None)
             else:
                 opened.append(run)
-        for group in _same_step(opened):
-            signals += _train_group(group, members, outcomes)
+        if len(configs) == 1:
+            signals += _train_single(opened, members, outcomes)
+        else:
+            for group in _same_step(opened):
+                signals += _train_group(group, members, outcomes)
     if signals:
         raise RunInterrupted(signals[0])
+    for outcome in outcomes.values():  # the disk's refusal, said as the run's lock says it
+        if isinstance(outcome.error, OSError):
+            outcome.error = RunDirectoryError(os_error_message(outcome.error, "cannot write"))
     return [outcomes[c.run_dir()] for c in configs]
 
 
-def _build_members(configs: list[RunSettings]) -> Members:
-    """Every member as a single run builds it (:func:`build_members`), on its run's env."""
-    envs = [make_task_env(config) for config in configs]
-    for config, env in zip(configs, envs, strict=True):
-        if episode_limit(env) is None:
-            raise ConfigError(
-                f"{config.env} has no time limit; give it one with --set max_episode_steps=N"
-            )
+def _build_members(configs: list[RunSettings], env: gym.Env | None, checked: bool) -> Members:
+    """Every member as a single run builds it (:func:`build_members`), on its run's env
+    (``env``, for a single run that is given one), after the runs' check on it
+    (:func:`check_runs_env`: episodes that end, every member's memory) unless ``checked``."""
+    envs = [run_env(config, env) for config in configs]
+    if not checked:
+        check_runs_env(configs, envs[0])
     return build_members(
         envs,
         [config.learner for config in configs],
         [config.seed for config in configs],
         configs[0].device,
         [make_run_bonus(config, env) for config, env in zip(configs, envs, strict=True)],
+        checked=True,
     )
 
 
@@ -143,6 +173,39 @@ def _same_step(runs: list[OpenRun]) -> list[list[OpenRun]]:
     for run in runs:
         groups[starting_point(run.agent)].append(run)
     return list(groups.values())
+
+
+def _train_single(
+    opened: list[OpenRun], built: Members, outcomes: dict[Path, MemberOutcome]
+) -> list[int]:
+    """A single run's learning (if it is not complete): its front's own engine of one
+    (:meth:`DDPG.learn <agents.ddpg.agent.DDPG.learn>`, on its own env and generator), its
+    coverage and test episodes its own env's; its data's or env's failure closes it with
+    its message (:func:`close_run`); the signal that stopped it, if one did."""
+    if not opened:
+        return []
+    (run,) = opened
+    built.coverage.attach(OneEnv(run.agent.env), built.agents)
+    stop: Exception | None = None
+    try:
+        run.agent.learn(run.config.total_steps - run.agent.num_timesteps, run.callback)
+    except (NonFiniteDataError, EnvironmentFailure, OSError) as error:
+        stop = error
+    return _closed(run, stop, outcomes)
+
+
+def _closed(run: OpenRun, stop: Exception | None, outcomes: dict[Path, MemberOutcome]) -> list[int]:
+    """Close ``run`` (:func:`close_run`) and record its outcome; the signal that stopped it,
+    if one did (it checkpointed: the command continues it)."""
+    outcome = MemberOutcome(run.run_dir, None)
+    outcomes[run.run_dir] = outcome
+    try:
+        close_run(run, stop)
+    except RunInterrupted as interrupted:
+        return [interrupted.signum]
+    except Exception as err:  # the member's own error, with where it can continue
+        outcome.error = err
+    return []
 
 
 def _train_group(
@@ -178,14 +241,7 @@ def _train_group(
         closed.add(id(run.agent))
         if lines is not None and stop is not None:
             lines.stopped()
-        outcome = MemberOutcome(run.run_dir, None)
-        try:
-            close_run(run, stop)
-        except RunInterrupted as interrupted:  # checkpointed; the command continues it
-            signals.append(interrupted.signum)
-        except Exception as err:  # the member's own error, with where it can continue
-            outcome.error = err
-        outcomes[run.run_dir] = outcome
+        signals.extend(_closed(run, stop, outcomes))
 
     try:
         population.learn(

@@ -2,13 +2,15 @@
 estimate and the budget decided here once, for a single run, a population and a grid.
 
 Why one place: a grid sizes its populations by the memory they need
-(:func:`agents.runs.population_run.population_size`), a run checks its learner and bonus
-before either is made (:func:`agents.runs.agent_factory.check_run_env`), and each learner
-checks its own part again for callers that build it alone (``DDPG``, a population's
-members, SB3's DDPG, TRPO); each asks here, so that the sum a grid plans with is the sum a
-population checks. The parts are the settings' own (``memory_needs`` of a learner's and a
-bonus's settings); :func:`~agents.common.memory_budget.check_memory` compares them with the
-machine.
+(:func:`agents.runs.population_run.population_size`), runs are checked on their env before
+their learners and bonuses are made (:func:`agents.runs.agent_factory.check_runs_env`: a
+single run's, or a population's members together), and a learner built alone checks its
+own part (``DDPG``, ``build_members``, SB3's DDPG, TRPO); each asks here, so that the sum a
+grid plans with is the sum a population checks. A command checks once: ``train_agent``'s
+one check (``agents.cli._check_runs``, shared with ``--check``) approves each run, and what
+it then builds is not checked again (``checked``). The parts are the settings' own
+(``memory_needs`` of a learner's and a bonus's settings);
+:func:`~agents.common.memory_budget.check_memory` compares them with the machine.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ population of runs and a population's members alike.
 
 Why one place: a grid groups runs into populations (:func:`agents.runs.grid.plan_tasks`),
 a population of runs refuses a group it cannot train (:func:`~agents.runs.population_run.
-train_population`), and a population refuses members that differ
+train_population`, once per population: what it builds is not checked again), and a
+population built alone refuses members that differ
 (:meth:`agents.ddpg.stacked_state.StackedState.build`); were each to decide, a grid could plan a
 population its runner refuses. The rule: members stack their tensors and step on one
 schedule, so they share every setting but those the update takes as numbers
