@@ -147,7 +147,7 @@ def _build_members(configs: list[RunSettings], env: gym.Env | None, checked: boo
         [config.learner for config in configs],
         [config.seed for config in configs],
         configs[0].device,
-        [make_run_bonus(config, env) for config, env in zip(configs, envs, strict=True)],
+        [make_run_bonus(config, own) for config, own in zip(configs, envs, strict=True)],
         checked=True,
     )
 
