@@ -38,6 +38,7 @@ from torch.func import functional_call, functionalize, grad_and_value, vmap
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
+import param_explore
 from param_explore.adam_rule import adam_traceable_step
 from param_explore.traceable import (
     Coefficients,
@@ -77,6 +78,14 @@ def inductor_compile(graph: fx.GraphModule, inputs: list[Tensor]) -> Callable[..
 def run_traced_graph(graph: fx.GraphModule, inputs: list[Tensor]) -> fx.GraphModule:
     """The traced update graph as it is, op by op: a backend that compiles nothing."""
     return graph
+
+
+def critic_traceable_step(optimizer: torch.optim.Optimizer) -> param_explore.TraceableStep:
+    """The critic optimizer's step in its traced form (its state, for stacking): torch's
+    Adam's, or a sampled critic's own."""
+    if isinstance(optimizer, param_explore.WeightSampling):
+        return optimizer.traceable_step()
+    return adam_traceable_step(optimizer)
 
 
 def _settings_key(learner: UpdateState, name: str) -> tuple:
@@ -149,7 +158,8 @@ class CompiledUpdate:
     own step numbers (its settings, its step counts), minibatch and skips.
 
     Raises ``param_explore.traceable.UntraceableOptimizerError`` when the actor's
-    strategy has no traced form (the agent then trains eagerly).
+    strategy has no traced form, or the actor trains against a sampled critic's held
+    sample (``actor_critic: sample``): the agent then trains eagerly.
     """
 
     #: Turns the traced, functionalised update and its example inputs into the function
@@ -201,8 +211,13 @@ class CompiledUpdate:
         outside this graph (``DDPG.load_state_dict`` does)."""
         self._steps = []
         for learner in self._learners:
+            if learner.thompson is not None and learner.thompson.actor_follows_sample:
+                raise UntraceableOptimizerError(
+                    "an actor trained against the critic's held sample (actor_critic: "
+                    "sample) has no traced update"
+                )
             steps = {
-                "critic": adam_traceable_step(learner.critic_optimizer),
+                "critic": critic_traceable_step(learner.critic_optimizer),
                 "actor": learner.actor_optimizer.traceable_step(),
             }
             for step in steps.values():
@@ -349,6 +364,7 @@ class CompiledUpdate:
             (steps["critic"], s["critic_state"], critic_c),
             (steps["actor"], s["actor_state"], actor_c),
             s["applied"],
+            critic_sampled=first.thompson is not None,
         )
         gamma, tau = update_c
         settings = dataclasses.replace(first.settings, gamma=gamma, tau=tau)
@@ -370,8 +386,12 @@ class TracedExecution:
         critic_step: tuple[TraceableStep, StateTensors, Coefficients],
         actor_step: tuple[TraceableStep, StateTensors, Coefficients],
         applied: Tensor,
+        critic_sampled: bool = False,
     ) -> None:
+        """``critic_sampled``: the critic's gradient is taken at its step's training point
+        θ = μ + σ⊙ε (a sampled critic, :mod:`agents.ddpg.thompson`), else at μ."""
         self._critic, self._actor = critic, actor
+        self._critic_sampled = critic_sampled
         self._critic_names, self._actor_names = critic_names, actor_names
         self._buffers = actor_buffers
         self._critic_step, self._actor_step = critic_step, actor_step
@@ -391,6 +411,13 @@ class TracedExecution:
         return loss, grads
 
     def critic_point(self, critic: list[Tensor]) -> list[Tensor]:
+        if not self._critic_sampled:
+            return critic
+        step, state, c = self._critic_step
+        with torch.no_grad():
+            return step.training_point(critic, state, c)
+
+    def actor_critic(self, critic: list[Tensor]) -> list[Tensor]:
         return critic
 
     def actor_point(self, actor: list[Tensor]) -> list[Tensor]:
