@@ -43,8 +43,8 @@ from typing import Any
 import param_explore
 
 from ..common.checks import require, require_known
-from ..common.errors import ConfigError
 from ..common.critic_posterior import CRITIC_POSTERIORS
+from ..common.errors import ConfigError
 from ..common.strategies import ACTION_NOISE, available_strategies, resolve_strategy
 from ..curiosity.registry import BONUSES
 from .files import load_yaml, parse_set_options, preset_path, upgrade_config_keys, write_values
