@@ -25,6 +25,7 @@ from pathlib import Path
 import gymnasium as gym
 import torch
 
+from .common.critic_posterior import critic_optimizers
 from .common.errors import ConfigError, os_error_message
 from .common.flags import OneLineParser, whole_number
 from .common.strategies import available_strategies
@@ -77,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         help=f"exploration strategy: {', '.join(available_strategies())} "
         "(default vadam); several (--opt a b, or a,b), or 'all', run a grid",
+    )
+    parser.add_argument(
+        "--critic-opt",
+        dest="critic_optimizer",
+        choices=critic_optimizers(),
+        help="the critic's optimizer: adam (default), or a posterior whose held sample moves "
+        "the acting action (Thompson sampling, docs/decisions.md#variational-critic)",
     )
     seeds = parser.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, help="random seed (default 0)")
@@ -248,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             engine=args.engine,
             algo=args.algo,
             compile=args.compile,
+            critic_optimizer=args.critic_optimizer,
             bonus={"kind": args.bonus} if args.bonus else None,
         )
         for note in notes:

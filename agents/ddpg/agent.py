@@ -67,6 +67,7 @@ from .execution import ChosenUpdate
 from .observations import ObservationStatistics
 from .replay_buffer import Batch, ReplayBuffer
 from .stacked_state import StackedState, load_in_place
+from .thompson import ThompsonCritic
 from .update import EagerUpdate
 
 #: The parts of a state that must be finite to be saved or trusted.
@@ -157,6 +158,19 @@ class DDPG:
         #: When new weight noise is drawn (the strategy's choice unless the settings say).
         self.resample = cfg.strategy.resample
         self._build_draws(seed, action_space.shape[0])
+        #: A sampled critic's held sample and acting move (agents.ddpg.thompson), or None.
+        self.thompson = learner.thompson = (
+            ThompsonCritic(
+                learner.critic,
+                learner.critic_optimizer,
+                self.generator,
+                cfg,
+                [sample[row] for sample in stack.critic_samples],
+                stack.critic_moves[row],
+            )
+            if cfg.samples_critic
+            else None
+        )
         #: A curiosity bonus added to replayed rewards (``agents.common.reward_bonus``).
         self.bonus = bonus
         self._action_low, self._action_high = action_space.low, action_space.high
@@ -214,7 +228,8 @@ class DDPG:
         """The action for ``obs`` (one observation or a batch).
 
         ``deterministic=True`` uses the mean μ (evaluation, target); otherwise the
-        current sample θ = μ + σ⊙ε is used (the exploration policy).
+        current sample θ = μ + σ⊙ε is used (the exploration policy), its action moved by a
+        sampled critic's held sample if the critic is one.
         """
         return self.act(obs, deterministic).cpu().numpy()
 
@@ -224,7 +239,17 @@ class DDPG:
         steps its envs with: no copy to the host)."""
         obs_t = self._network_input(obs)
         weights = None if deterministic else self.actor_optimizer.named_sample()
-        return self.actor(obs_t, weights)
+        action = self.actor(obs_t, weights)
+        if deterministic or self.thompson is None:
+            return action
+        # moved along the held sample of a sampled critic (agents.ddpg.thompson)
+        return self.thompson.moved(obs_t, action, self.actor.action_offset, self.actor.action_scale)
+
+    def draw_critic_sample(self) -> None:
+        """A new held sample of a sampled critic (the engine calls it where
+        :meth:`ThompsonCritic.due` says)."""
+        assert self.thompson is not None
+        self.thompson.draw()
 
     def with_action_noise(self, action: np.ndarray) -> np.ndarray:
         """The policy's action plus the action noise, if the strategy adds any, clipped, of a
@@ -352,8 +377,12 @@ class DDPG:
         return batch._replace(rewards=batch.rewards + extra.reshape(batch.rewards.shape))
 
     def train_step(self) -> None:
-        """One DDPG update (Alg. 1-2 lines 5-10) at the current weight sample."""
-        self.update(self.replayed_batch())
+        """One DDPG update (Alg. 1-2 lines 5-10) at the current weight sample (a sampled
+        critic's at a fresh ε, drawn after the minibatch, as the engine draws them)."""
+        batch = self.replayed_batch()
+        if self.thompson is not None:
+            self.critic_optimizer.resample_noise(self.generator)
+        self.update(batch)
 
     def update(self, batch: Batch) -> None:
         """One DDPG update on ``batch`` (its rewards with the bonus already on them, as
@@ -401,12 +430,20 @@ class DDPG:
 
     def exploration_statistics(self) -> dict[str, float]:
         """The ``explore/*`` scalars: the strategy's (σ over all actor weights, and its
-        own), the action distance its weight noise causes, and the coverage the training
+        own), the action distance its weight noise causes, a sampled critic's (its moves and
+        its spread of Q, :meth:`ThompsonCritic.statistics`), and the coverage the training
         env reports since the last call, if any."""
         statistics = self.actor_optimizer.exploration_statistics()
         distance = self.action_distance()
         if distance is not None:
             statistics["action_distance"] = distance
+        if self.thompson is not None and len(self.buffer) >= self.config.batch_size:
+            batch = self.buffer.sample(self.config.batch_size, self.measure_generator)
+            statistics.update(
+                self.thompson.statistics(
+                    self._network_input(batch.obs), self.actor, self.measure_generator
+                )
+            )
         return {**statistics, **self.coverage()}
 
     @torch.no_grad()

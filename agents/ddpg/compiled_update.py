@@ -26,18 +26,21 @@ compare them over several steps for every traceable strategy.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor, fx, nn
 from torch._guards import TracingContext, tracing
+from torch._inductor.exc import InductorError
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.func import functional_call, functionalize, grad_and_value, vmap
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
+import param_explore
 from param_explore.adam_rule import adam_traceable_step
 from param_explore.traceable import (
     Coefficients,
@@ -70,13 +73,51 @@ def inductor_compile(graph: fx.GraphModule, inputs: list[Tensor]) -> Callable[..
     # compiling run needs.
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    with kernel_cache_dir(), tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
-        return torch._inductor.compile(graph, inputs)
+    def compiled() -> Callable[..., object]:
+        with kernel_cache_dir(), tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
+            return torch._inductor.compile(graph, inputs)
+
+    try:
+        return compiled()
+    except InductorError as err:
+        if "KeyError" not in str(err):
+            raise
+        with _without_outer_loop_fusion():
+            return compiled()
+
+
+@contextmanager
+def _without_outer_loop_fusion() -> Iterator[None]:
+    """Inductor's C++ code generation with its outer-loop fusion off, for the block.
+
+    Why: measured with torch 2.13 on this CPU, the population graph of a critic sampled by
+    IVON with LayerNorm (the sparse tasks' settings, vmapped over two or more members) fails
+    in that fusion's contiguity check (``try_outer_loop_fusion_with_local_buf``: ``KeyError:
+    'buf97'``), and would otherwise run op by op, 10× slower. The same graph compiles and
+    trains without that one fusion (Langevin, IVON without LayerNorm and one member compile
+    with it); torch has no setting for it, so its scheduler's predicate is replaced for the
+    retry alone, and restored."""
+    from torch._inductor.codegen.cpp import CppScheduling
+
+    original = CppScheduling.can_fuse_vertical_outer_loop
+    CppScheduling.can_fuse_vertical_outer_loop = lambda self, node1, node2: False
+    try:
+        yield
+    finally:
+        CppScheduling.can_fuse_vertical_outer_loop = original
 
 
 def run_traced_graph(graph: fx.GraphModule, inputs: list[Tensor]) -> fx.GraphModule:
     """The traced update graph as it is, op by op: a backend that compiles nothing."""
     return graph
+
+
+def critic_traceable_step(optimizer: torch.optim.Optimizer) -> param_explore.TraceableStep:
+    """The critic optimizer's step in its traced form (its state, for stacking): torch's
+    Adam's, or a sampled critic's own."""
+    if isinstance(optimizer, param_explore.WeightSampling):
+        return optimizer.traceable_step()
+    return adam_traceable_step(optimizer)
 
 
 def _settings_key(learner: UpdateState, name: str) -> tuple:
@@ -149,7 +190,8 @@ class CompiledUpdate:
     own step numbers (its settings, its step counts), minibatch and skips.
 
     Raises ``param_explore.traceable.UntraceableOptimizerError`` when the actor's
-    strategy has no traced form (the agent then trains eagerly).
+    strategy has no traced form, or the actor trains against a sampled critic's held
+    sample (``actor_critic: sample``): the agent then trains eagerly.
     """
 
     #: Turns the traced, functionalised update and its example inputs into the function
@@ -201,8 +243,13 @@ class CompiledUpdate:
         outside this graph (``DDPG.load_state_dict`` does)."""
         self._steps = []
         for learner in self._learners:
+            if learner.thompson is not None and learner.thompson.actor_follows_sample:
+                raise UntraceableOptimizerError(
+                    "an actor trained against the critic's held sample (actor_critic: "
+                    "sample) has no traced update"
+                )
             steps = {
-                "critic": adam_traceable_step(learner.critic_optimizer),
+                "critic": critic_traceable_step(learner.critic_optimizer),
                 "actor": learner.actor_optimizer.traceable_step(),
             }
             for step in steps.values():
@@ -349,6 +396,7 @@ class CompiledUpdate:
             (steps["critic"], s["critic_state"], critic_c),
             (steps["actor"], s["actor_state"], actor_c),
             s["applied"],
+            critic_sampled=first.thompson is not None,
         )
         gamma, tau = update_c
         settings = dataclasses.replace(first.settings, gamma=gamma, tau=tau)
@@ -370,8 +418,12 @@ class TracedExecution:
         critic_step: tuple[TraceableStep, StateTensors, Coefficients],
         actor_step: tuple[TraceableStep, StateTensors, Coefficients],
         applied: Tensor,
+        critic_sampled: bool = False,
     ) -> None:
+        """``critic_sampled``: the critic's gradient is taken at its step's training point
+        θ = μ + σ⊙ε (a sampled critic, :mod:`agents.ddpg.thompson`), else at μ."""
         self._critic, self._actor = critic, actor
+        self._critic_sampled = critic_sampled
         self._critic_names, self._actor_names = critic_names, actor_names
         self._buffers = actor_buffers
         self._critic_step, self._actor_step = critic_step, actor_step
@@ -391,6 +443,13 @@ class TracedExecution:
         return loss, grads
 
     def critic_point(self, critic: list[Tensor]) -> list[Tensor]:
+        if not self._critic_sampled:
+            return critic
+        step, state, c = self._critic_step
+        with torch.no_grad():
+            return step.training_point(critic, state, c)
+
+    def actor_critic(self, critic: list[Tensor]) -> list[Tensor]:
         return critic
 
     def actor_point(self, actor: list[Tensor]) -> list[Tensor]:

@@ -76,6 +76,7 @@ from .observations import normalized_observations
 from .replay_buffer import Batch, ReplayBuffer
 from .stacked_state import StackedState
 from .step import environment_step
+from .thompson import count_moves, moved_units
 
 
 class Transition(NamedTuple):
@@ -113,6 +114,7 @@ class Member(Protocol):
     action_noise: Any
     resample: str
     bonus: Any
+    thompson: Any
     num_timesteps: int
     num_updates: int
     num_episodes: int
@@ -130,6 +132,7 @@ class Member(Protocol):
     def update(self, batch: Batch) -> None: ...
     def noise_adaptation_due(self) -> bool: ...
     def adapt_noise(self) -> None: ...
+    def draw_critic_sample(self) -> None: ...
 
 
 class MemberFailure(Exception):
@@ -238,6 +241,8 @@ class Engine:
         )
         self._batched = len(self.members) > 1
         self._acting: BatchedActing | None = None
+        #: A sampled critic's move of every member's action, with the batched acting.
+        self._move: BatchedMove | None = None
         self._acting_pending = True
         self._mean_graphs: dict[torch.Size, Callable[..., object]] = {}
 
@@ -568,8 +573,17 @@ class Engine:
     def draw_weight_noise(self, starting: np.ndarray) -> None:
         """New ε for every member (per step), or for those starting an episode (per
         episode): one ``normal_`` per parameter of every member's ε, from the engine's
-        generator."""
+        generator; and a sampled critic's new held sample where due (each member's own,
+        from its generator: at an episode's start, or every ``critic_hold`` steps)."""
         self.state.draw_noise(self.members[0].resample, starting, self.generator)
+        thompson = self.members[0].thompson
+        if thompson is None:
+            return
+        due = starting if thompson.hold == 0 else self.rows.timesteps % thompson.hold == 0
+        if not self._everyone:
+            due = due & self._live
+        for k in np.flatnonzero(due):
+            self._call(self.members[k], lambda member: member.draw_critic_sample())
 
     def _step_envs(self, actions: Tensor) -> tuple[EnvStep, HostStep] | None:
         """The envs stepped with every member's action; a member that stopped steps with
@@ -596,7 +610,9 @@ class Engine:
         else each member's own (a stopped member's row is zeros)."""
         acting = self._acting_graph()
         if acting is not None:
-            return acting(self._obs.to(torch.float32))
+            obs = self._obs.to(torch.float32)
+            actions = acting(obs)
+            return actions if self._move is None else self._move(obs, actions)
         if self.single_run:  # its action for its observation, as a row of one
             return self.members[0].act(self._obs[0], deterministic=False)[None]
         actions = torch.zeros((len(self.members), *self._action_shape),
@@ -610,9 +626,10 @@ class Engine:
         return actions
 
     def train_step(self) -> None:
-        """One update of every member: one draw of every member's minibatch indices, each
-        member's bonus on its own rows, one batched update."""
+        """One update of every member: one draw of every member's minibatch indices (and
+        of a sampled critic's ε), each member's bonus on its own rows, one batched update."""
         batch = self.buffer.sample(self.members[0].config.batch_size, self.generator)
+        self.state.draw_critic_noise(self.generator)  # a sampled critic's training point
         self.update(self.with_bonuses(batch))
 
     def update(self, batch: Batch) -> None:
@@ -686,6 +703,8 @@ class Engine:
         ):
             return None
         self._acting = BatchedActing(self, first.config.compile)
+        if first.thompson is not None:
+            self._move = BatchedMove(self, first.config.compile)
         return self._acting
 
 
@@ -727,6 +746,51 @@ class BatchedActing:
         if self._compiled is None:
             self._compiled = _batched_graph(self._act, inputs, compile=self._compile)
         return _output(self._compiled(*inputs))
+
+
+class BatchedMove:
+    """Every member's action moved along its held sample of a sampled critic
+    (:func:`agents.ddpg.thompson.moved_units`), as one graph vmapped over the members,
+    compiled with ``compile``; the moves counted in the stack's rows, on the device."""
+
+    def __init__(self, engine: Engine, compile: bool) -> None:
+        first = engine.members[0]
+        thompson = first.thompson
+        self._critic, self._names, self._shift = first.critic, thompson.names, thompson.shift
+        self._center, self._scale = first.actor.action_offset, first.actor.action_scale
+        state = engine.state
+        self._samples, self._moments, self._moves = (
+            state.critic_samples,
+            state.obs_moments,
+            state.critic_moves,
+        )
+        self._compile = compile
+        self._graph: Callable[..., object] | None = None
+
+    def _move(self, *flat: Tensor) -> tuple[Tensor, Tensor]:
+        count = len(self._names)
+        weights = dict(zip(self._names, flat[:count], strict=True))
+        *moments, obs, units, center, scale = flat[count:]
+        if moments:  # the networks see normalised observations
+            obs = normalized_observations(obs, *moments)
+
+        def q_of(moved: Tensor) -> Tensor:
+            return functional_call(self._critic, weights, (obs, center + scale * moved))
+
+        return moved_units(q_of, units, self._shift)
+
+    @torch.no_grad()
+    def __call__(self, obs: Tensor, actions: Tensor) -> Tensor:
+        """``actions`` (members, action dim) for the members' raw ``obs``, moved."""
+        units = (actions - self._center) / self._scale
+        members = len(actions)
+        inputs = [*self._samples, *self._moments, obs, units,
+                  self._center.expand(members, -1), self._scale.expand(members, -1)]  # fmt: skip
+        if self._graph is None:
+            self._graph = _batched_graph(self._move, inputs, compile=self._compile)
+        clipped, wanted = self._graph(*inputs)
+        count_moves(self._moves, units, clipped, wanted)
+        return self._center + self._scale * clipped
 
 
 def _batched_graph(

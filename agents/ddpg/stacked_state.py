@@ -32,18 +32,18 @@ import torch
 from torch import Tensor
 
 import param_explore
-from param_explore.adam_rule import adam_traceable_step
 
+from ..common.critic_posterior import CRITIC_POSTERIORS
 from ..common.noise_redraw import redrawn
 from ..settings.learners import DDPGSettings
 from ..settings.memory import check_learners
 from ..settings.sharing import check_members_share
-from .compiled_update import GraphState
+from .compiled_update import GraphState, critic_traceable_step
 from .member_rows import MemberRows
 from .networks import Actor, Critic
 from .observations import ObservationStatistics, StackedObservationStatistics
 from .replay_buffer import ReplayBuffer, StackedReplayBuffer
-from .update import UpdateSettings, UpdateState
+from .update import UpdateSettings, UpdateState, critic_order
 
 
 def build_learner(
@@ -54,8 +54,9 @@ def build_learner(
     obs_statistics: ObservationStatistics | None,
 ) -> UpdateState:
     """One member's networks (from the global torch RNG, seeded already), their targets,
-    optimizers (the strategy's for the actor, torch's fused Adam for the critic, matched to
-    a checkpoint's state by name), the update's counters, on its observation statistics."""
+    optimizers (the strategy's for the actor; for the critic torch's fused Adam, matched to
+    a checkpoint's state by name, or the posterior its settings name), the update's
+    counters, on its observation statistics."""
     actor = Actor(
         obs_dim,
         action_space.low,
@@ -75,8 +76,15 @@ def build_learner(
     actor_optimizer = param_explore.make_optimizer(
         strategy.optimizer_class, actor, **strategy.optimizer_kwargs
     )
-    critic_optimizer = torch.optim.Adam(critic.named_parameters(), lr=config.critic_lr, fused=True)
-    critic_optimizer.register_load_state_dict_pre_hook(param_explore.state_by_name)
+    if config.samples_critic:  # a posterior over the critic (agents.common.critic_posterior)
+        critic_optimizer = param_explore.make_optimizer(
+            CRITIC_POSTERIORS[config.critic_optimizer], critic, **config.critic_optimizer_kwargs
+        )
+    else:
+        critic_optimizer = torch.optim.Adam(
+            critic.named_parameters(), lr=config.critic_lr, fused=True
+        )
+        critic_optimizer.register_load_state_dict_pre_hook(param_explore.state_by_name)
     return UpdateState(
         actor,
         critic,
@@ -86,6 +94,7 @@ def build_learner(
         critic_optimizer,
         UpdateSettings.of(
             critic,
+            critic_optimizer,
             config.gamma,
             config.tau,
             config.actor_grad_reduction,
@@ -145,8 +154,35 @@ class StackedState:
         self.actor_buffers = _stack_tensors(
             [dict(learner.actor.named_buffers()) for learner in self.learners]
         )
-        critic_steps = [adam_traceable_step(learner.critic_optimizer) for learner in self.learners]
+        critic_steps = [critic_traceable_step(learner.critic_optimizer) for learner in learners]
         self.critic_state = _stack_state(critic_steps)
+        first = self.learners[0]
+        #: A sampled critic's ε of its training point, the (members, …) stacks of its
+        #: perturbed parameters (drawn before every update: :meth:`draw_critic_noise`).
+        self.critic_noise = (
+            [
+                stack
+                for stack, perturbed in zip(
+                    self.critic_state["noise"], first.critic_optimizer.perturbed(), strict=True
+                )
+                if perturbed
+            ]
+            if isinstance(first.critic_optimizer, param_explore.WeightSampling)
+            else []
+        )
+        #: A sampled critic's held samples, (members, …) per critic parameter in its
+        #: update's order (agents.ddpg.update.critic_order), and each member's (moved,
+        #: clipped, actions) sums of its acting moves (agents.ddpg.thompson): a member's
+        #: are views of its rows.
+        self.critic_samples = (
+            [
+                torch.zeros(len(self.learners), *p.shape, dtype=p.dtype, device=p.device)
+                for p in first.tensors().critic
+            ]
+            if self.critic_noise
+            else []
+        )
+        self.critic_moves = torch.zeros(len(self.learners), 3, device=self.device)
         self.step_counts = {"critic": _stack_step_counts(critic_steps)}
         try:
             actor_steps = [optimizer.traceable_step() for optimizer in optimizers]
@@ -227,9 +263,9 @@ class StackedState:
     def graph_state(self) -> GraphState:
         """The stacked tensors, in the order each member's update reads its own."""
         first = self.learners[0]
-        critic_names = [name for name, _ in first.critic.named_parameters()]
+        critic_names = critic_order(first.critic, first.critic_optimizer)
         actor_names = first.actor_optimizer.param_names()
-        critic_steps = adam_traceable_step(first.critic_optimizer)
+        critic_steps = critic_traceable_step(first.critic_optimizer)
         actor_steps = first.actor_optimizer.traceable_step()
         return GraphState(
             [self.params["critic"][n] for n in critic_names],
@@ -272,6 +308,13 @@ class StackedState:
             for k in rows:
                 self.learners[k].actor_optimizer.noise_changed()
         return list(rows)
+
+    def draw_critic_noise(self, generator: torch.Generator) -> None:
+        """A sampled critic's fresh ε for every member's coming update (its training point
+        θ = μ + σ⊙ε): one ``normal_`` per perturbed parameter's (members, …) stack, from
+        ``generator``; nothing for torch's Adam critic."""
+        for stack in self.critic_noise:
+            stack.normal_(generator=generator)
 
     def update_observations(self, obs: np.ndarray | Tensor, rows: np.ndarray | None = None) -> None:
         """Every member's observation of this step (a row each) into its statistics, of the

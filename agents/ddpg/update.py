@@ -39,6 +39,7 @@ from .member_rows import MemberCounters
 from .networks import Actor, Critic
 from .observations import ObservationStatistics, normalized_observations
 from .replay_buffer import Batch
+from .thompson import ThompsonCritic
 
 LossOf = Callable[[list[Tensor]], Tensor]
 
@@ -75,6 +76,7 @@ class UpdateSettings:
     def of(
         cls,
         critic: Critic,
+        critic_optimizer: torch.optim.Optimizer,
         gamma: float,
         tau: float,
         reduction: str,
@@ -82,13 +84,22 @@ class UpdateSettings:
         normalize_observations: bool = False,
     ) -> UpdateSettings:
         """The settings of an update of ``critic``: its penalised weights found by name,
-        at their places in :meth:`UpdateState.tensors`'s critic list."""
-        names = [name for name, _ in critic.named_parameters()]
+        at their places in :meth:`UpdateState.tensors`'s critic list (:func:`critic_order`)."""
+        names = critic_order(critic, critic_optimizer)
         indices = tuple(names.index(name) for name in critic.weight_names())
         return cls(
             gamma, tau, reduction, critic_l2_reg, indices if critic_l2_reg else (),
             normalize_observations,
         )  # fmt: skip
+
+
+def critic_order(critic: nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:
+    """The critic's parameter names in the order its update lists them: its optimizer's
+    (a sampled critic's groups its LayerNorm parameters apart), else ``named_parameters``'
+    (torch's Adam is built from them in that order)."""
+    if isinstance(optimizer, param_explore.WeightSampling):
+        return optimizer.param_names()
+    return [name for name, _ in critic.named_parameters()]
 
 
 @dataclass
@@ -113,12 +124,15 @@ class UpdateState:
     #: Its step, update and episode counters: its row of its stack's
     #: (:class:`~agents.ddpg.member_rows.MemberRows`), set when it is stacked.
     counters: MemberCounters | None = None
+    #: A sampled critic's held sample and acting move (:mod:`agents.ddpg.thompson`), set by
+    #: its member; None for torch's Adam critic.
+    thompson: ThompsonCritic | None = None
 
     def tensors(self) -> UpdateTensors:
-        """The networks' own parameters: the critic's, and the actor's in its optimizer's
-        order; each target's matched to its network's by name; the observation statistics'
-        mean and std tensors, if any."""
-        critic_names = [name for name, _ in self.critic.named_parameters()]
+        """The networks' own parameters: the critic's and the actor's in their optimizers'
+        order (:func:`critic_order`); each target's matched to its network's by name; the
+        observation statistics' mean and std tensors, if any."""
+        critic_names = critic_order(self.critic, self.critic_optimizer)
         actor_names = self.actor_optimizer.param_names()
         critic, target_critic = (
             dict(self.critic.named_parameters()),
@@ -164,6 +178,7 @@ class Execution(Protocol):
     def target_action(self, actor: list[Tensor], obs: Tensor) -> Tensor: ...
     def loss_and_grads(self, loss_of: LossOf, at: list[Tensor]) -> tuple[Tensor, list[Tensor]]: ...
     def critic_point(self, critic: list[Tensor]) -> list[Tensor]: ...
+    def actor_critic(self, critic: list[Tensor]) -> list[Tensor]: ...
     def actor_point(self, actor: list[Tensor]) -> list[Tensor]: ...
     def step_critic(self, critic: list[Tensor], grads: list[Tensor], ok: Tensor) -> None: ...
     def step_actor(self, actor: list[Tensor], grads: list[Tensor], ok: Tensor) -> None: ...
@@ -194,9 +209,9 @@ def ddpg_update(t: UpdateTensors, batch: Batch, s: UpdateSettings, run: Executio
     run.step_critic(t.critic, critic_grads, critic_ok)
 
     def actor_loss_at(theta: list[Tensor]) -> Tensor:
-        # F at the training point under the updated critic; only ∇θ is taken, so no critic
-        # weight gradient is computed.
-        q = run.q_value(t.critic, obs, run.action(theta, obs))
+        # F at the training point under the updated critic (its mean, or a sampled critic's
+        # held sample); only ∇θ is taken, so no critic weight gradient is computed.
+        q = run.q_value(run.actor_critic(t.critic), obs, run.action(theta, obs))
         return actor_loss(q, s.reduction)
 
     actor_loss_value, actor_grads = run.loss_and_grads(actor_loss_at, run.actor_point(t.actor))
@@ -228,10 +243,16 @@ class EagerExecution:
         }
         # The actor's tensors by name, in the optimizer's order.
         self._actor_names = self.actor_optimizer.param_names()
+        self.critic = learner.critic
+        self.thompson = learner.thompson
 
     # -------------------------------------------------------------- networks
     def q_value(self, critic: list[Tensor], obs: Tensor, actions: Tensor) -> Tensor:
-        return self._critics[id(critic[0])](obs, actions)
+        module = self._critics.get(id(critic[0]))
+        if module is not None:  # a network's own parameters
+            return module(obs, actions)
+        assert self.thompson is not None  # a sample of the critic's posterior
+        return self.thompson.q_value(critic, obs, actions)
 
     def target_action(self, actor: list[Tensor], obs: Tensor) -> Tensor:
         return self.target_actor(obs)
@@ -249,6 +270,19 @@ class EagerExecution:
             return loss.detach(), list(torch.autograd.grad(loss, at))
 
     def critic_point(self, critic: list[Tensor]) -> list[Tensor]:
+        """The critic's parameters; a sampled critic's training point θ = μ + σ⊙ε at the ε
+        in its state, drawn fresh before each update (leaves of their own: their gradient is
+        ∇θL at θ, which the posterior's step reads with that ε)."""
+        if self.thompson is None:
+            return critic
+        with torch.no_grad():
+            sample = self.critic_optimizer.named_sample()
+        return [sample[name].detach().requires_grad_() for name in self.thompson.names]
+
+    def actor_critic(self, critic: list[Tensor]) -> list[Tensor]:
+        """The critic the actor is trained against: its mean, or the held sample."""
+        if self.thompson is not None and self.thompson.actor_follows_sample:
+            return self.thompson.weights
         return critic
 
     def actor_point(self, actor: list[Tensor]) -> list[Tensor]:

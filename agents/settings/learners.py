@@ -27,6 +27,7 @@ from ..common.checks import (
     require_layers,
     require_valid,
 )
+from ..common.critic_posterior import PLAIN_CRITIC, critic_optimizer_settings
 from ..common.memory_budget import FLOAT32, MemoryNeed
 from ..common.strategies import Resample, Strategy, resolve_strategy
 
@@ -80,6 +81,25 @@ class DDPGSettings:
     #: (baselines ``main.py`` l.92: 1e-2, ``ddpg.py`` l.183-192;
     #: ``docs/decisions.md#critic-l2``); Khan et al.'s critic has none.
     critic_l2_reg: float = 0.0
+    #: The critic's optimizer (``--critic-opt``): ``adam``, torch's at ``critic_lr`` (Khan et
+    #: al.'s critic), or a posterior (``ivon``, ``noisy-adam``) or sampler (``langevin``) whose
+    #: sample of Q, held for ``critic_hold`` steps, moves the acting action
+    #: (:mod:`agents.common.critic_posterior`, :mod:`agents.ddpg.thompson`;
+    #: ``docs/decisions.md#variational-critic``).
+    critic_optimizer: str = PLAIN_CRITIC
+    #: A sampled critic's settings over those derived from ``buffer_size`` (the data N) and
+    #: ``critic_prior_variance`` (η); resolved complete at construction.
+    critic_optimizer_kwargs: dict = field(default_factory=dict)
+    #: η of a sampled critic's prior N(0, η I) (a posterior's; Langevin's chain has none).
+    critic_prior_variance: float = 1.0
+    #: Environment steps a sample of the critic is held for; 0: one sample per episode.
+    critic_hold: int = 0
+    #: How far the acting action moves along the sampled critic's ∇ₐQ̃ (normalised), in
+    #: units of half the action range: OAC's shift with Thompson's sample for its bound.
+    critic_shift: float = 0.3
+    #: What the actor is trained against: the critic's ``mean`` (its parameters; the
+    #: design) or the held ``sample`` (LSAC's way, the comparison).
+    actor_critic: Literal["mean", "sample"] = "mean"
     #: Run each update as one compiled graph (:mod:`agents.ddpg.compiled_update`): faster,
     #: equal to the eager update up to float rounding, seconds of compiling at the first
     #: update. Strategies without a traced form (noisy-kfac) train eagerly.
@@ -113,6 +133,35 @@ class DDPGSettings:
             f"hidden_sizes needs at least two positive sizes, got {self.hidden_sizes}",
         )
         require_layers("hidden_sizes", self.hidden_sizes)
+        self._resolve_critic()
+
+    def _resolve_critic(self) -> None:
+        """The critic's optimizer settings resolved complete (frozen: once, here); the
+        sampled critic's own settings refused for torch's Adam, which has no sample."""
+        require_valid(require_positive, "critic_prior_variance", self.critic_prior_variance)
+        require(self.critic_hold >= 0, f"critic_hold must be >= 0, got {self.critic_hold}")
+        require_valid(require_non_negative, "critic_shift", self.critic_shift)
+        kwargs = critic_optimizer_settings(
+            self.critic_optimizer,
+            self.critic_optimizer_kwargs,
+            self.buffer_size,
+            self.critic_prior_variance,
+            self.critic_lr,
+        )
+        object.__setattr__(self, "critic_optimizer_kwargs", kwargs)
+        if self.critic_optimizer == PLAIN_CRITIC:
+            defaults = {f.name: f.default for f in dataclasses.fields(self)}
+            for key in ("critic_prior_variance", "critic_hold", "critic_shift", "actor_critic"):
+                require(
+                    getattr(self, key) == defaults[key],
+                    f"{key} applies to a sampled critic (--critic-opt ivon, noisy-adam or "
+                    "langevin); torch's Adam keeps no posterior",
+                )
+
+    @property
+    def samples_critic(self) -> bool:
+        """Whether the critic is a posterior whose sample explores (not torch's Adam)."""
+        return self.critic_optimizer != PLAIN_CRITIC
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -156,9 +205,10 @@ class DDPGSettings:
         hidden = list(self.hidden_sizes)
         actor_layers = [obs_dim, *hidden, action_dim]
         critic_layers = [obs_dim + action_dim, *hidden, 1]
-        params = sum(
-            (a + 1) * b for layers in (actor_layers, critic_layers) for a, b in pairwise(layers)
-        )
+        critic = sum((a + 1) * b for a, b in pairwise(critic_layers))
+        params = critic + sum((a + 1) * b for a, b in pairwise(actor_layers))
+        if self.samples_critic:  # its ε, a third state tensor and the held sample
+            params += critic * 3 // 4 + 1
         per_transition = 2 * obs_dim + action_dim + 2
         per_sample = 2 * sum(critic_layers) + sum(actor_layers)
         return [
@@ -183,6 +233,7 @@ NATIVE_ONLY = {
     "normalize_observations": False,
     "critic_layer_norm": False,
     "critic_l2_reg": 0.0,
+    "critic_optimizer": PLAIN_CRITIC,
 }
 
 

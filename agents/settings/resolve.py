@@ -43,6 +43,7 @@ from typing import Any
 import param_explore
 
 from ..common.checks import require, require_known
+from ..common.critic_posterior import CRITIC_POSTERIORS
 from ..common.errors import ConfigError
 from ..common.strategies import ACTION_NOISE, available_strategies, resolve_strategy
 from ..curiosity.registry import BONUSES
@@ -267,6 +268,11 @@ def _setting_kind(name: str, path: tuple[str, ...]) -> str:
     if section == "optimizer_kwargs" and name in available_strategies():
         default = param_explore.hyperparameters(resolve_strategy(name).optimizer).get(key)
         return _kind(type(default) if default is not None else float)
+    if section == "critic_optimizer_kwargs":  # a sampled critic's, whichever it is
+        defaults = [param_explore.hyperparameters(cls).get(key, "")
+                    for cls in CRITIC_POSTERIORS.values()]  # fmt: skip
+        kinds = {_kind(float if value is None else type(value)) for value in defaults}
+        return "number" if "number" in kinds else kinds.pop()
     if section == "action_noise" and name in ACTION_NOISE:
         return _kind(type(ACTION_NOISE[name].settings().get(key, "")))
     if section == "trpo":

@@ -147,12 +147,14 @@ class RunSettings:
         return self.learner.strategy.name
 
     def run_dir(self) -> Path:
-        """``<logdir>/<env>/<strategy>[+<bonus>][-sb3][@<variant>]/seed<k>``: TensorBoard
-        overlays runs per env, and a strategy with a curiosity bonus, or one value of a
-        sweep, is another method (``vadam``, ``vadam+vime-noisy-kfac`` and
-        ``vadam@sample_constant=100`` side by side in one grid's logdir and in
-        ``compare_runs``)."""
+        """``<logdir>/<env>/<strategy>[+critic-<critic optimizer>][+<bonus>][-sb3][@<variant>]
+        /seed<k>``: TensorBoard overlays runs per env, and a strategy with a sampled critic,
+        a curiosity bonus, or one value of a sweep, is another method (``vadam``,
+        ``vadam+vime-noisy-kfac`` and ``vadam@sample_constant=100`` side by side in one
+        grid's logdir and in ``compare_runs``)."""
         name = self.strategy
+        if isinstance(self.learner, DDPGSettings) and self.learner.samples_critic:
+            name += f"+critic-{self.learner.critic_optimizer}"
         if self.bonus is not None:
             name += f"+{self.bonus.label()}"
         if self.engine != "native":

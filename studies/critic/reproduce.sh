@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Where does optimizer-driven noise pay: on the actor, on the critic, or nowhere? (README.md
+# beside this script.) The critic sampled from its posterior (--critic-opt: IVON, noisy Adam,
+# Adam Langevin), its held sample moving each acting action along its gradient (Thompson
+# sampling, docs/decisions.md#variational-critic), against the actor's IVON as preset, a fixed
+# sigma and no noise, on fresh seeds 10-19, every arm trained by one commit, 100 k steps:
+#   SparseCartpoleSwingup-v0, SparseMountainCar-v0 (configs/sparse-study.yaml; the actor's
+#     noise one sample per episode, as the sigma and IVON studies ran them);
+#   Hopper-v4 (Khan et al.'s protocol, one sample per step).
+# A 100 k buffer holds every transition of a 100 k-step run; a sampled critic counts it as its
+# data N. Then its reports.
+#
+#   bash studies/critic/reproduce.sh                  # every grid, then the reports
+#   REPORT_ONLY=1 bash studies/critic/reproduce.sh    # the reports from the committed CSVs
+#   TASKS="Hopper-v4" bash studies/critic/reproduce.sh   # one task
+#   PILOT=1 bash studies/critic/reproduce.sh          # the pilot that chose the critics' settings
+#   STEPS=400 SEEDS="10 11" TRAIN_ARGS="--no-compile --eval-every 200 --eval-episodes 1" \
+#     bash studies/critic/reproduce.sh                # a check of the script, not the study
+#
+# Each arm's seeds train as one population (one batched process per worker). Resumable: a
+# run continues from its checkpoint, a finished run is skipped. Runs write into
+# runs/<task>/<arm>/seed<k>/; their eval.csv, explore.csv and config.yaml are committed.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+STEPS=${STEPS:-100000}
+WORKERS=${WORKERS:-2}
+read -r -a SEEDS <<< "${SEEDS:-10 11 12 13 14 15 16 17 18 19}"
+read -r -a EXTRA <<< "${TRAIN_ARGS:-}"  # flags after the study's own (a check's budget)
+read -r -a TASKS <<< "${TASKS:-SparseCartpoleSwingup-v0 SparseMountainCar-v0 Hopper-v4}"
+
+settings() {  # a task's settings: the sparse study's, or Khan et al.'s on Hopper
+  case "$1" in
+    Hopper-v4) echo "--set buffer_size=100000" ;;
+    *) echo "--config ../../configs/sparse-study.yaml --set buffer_size=100000 --set resample=episode" ;;
+  esac
+}
+
+if [ -z "${REPORT_ONLY:-}" ] && [ -n "${PILOT:-}" ]; then
+  # The critics' settings, on seeds 20-22 of the sparse cart-pole (other seeds than the
+  # study's), 100 k steps: each posterior at its derived settings and at one other step
+  # size, at the default move of 0.3 half action ranges (pilot/README.md).
+  read -r -a own <<< "$(settings SparseCartpoleSwingup-v0)"
+  pilot=(train_agent "${own[@]}" --env SparseCartpoleSwingup-v0 --seeds 20 21 22
+         --steps "$STEPS" --workers "$WORKERS" --compile --opt adam-plain --logdir pilot/runs)
+  "${pilot[@]}" "${EXTRA[@]}" --critic-opt ivon \
+    --set "critic_optimizer_kwargs.hess_init=[1e-5,0.1]"
+  "${pilot[@]}" "${EXTRA[@]}" --critic-opt noisy-adam \
+    --set "critic_optimizer_kwargs.damping=[0.0,0.01]"
+  "${pilot[@]}" "${EXTRA[@]}" --critic-opt langevin
+  "${pilot[@]}" "${EXTRA[@]}" --critic-opt adam  # the same actor, its critic unsampled
+  exit 0
+fi
