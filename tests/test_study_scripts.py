@@ -193,6 +193,26 @@ def test_ivon_study_on_one_task(tmp_path):
     assert all(arm in both for arm in arms)
 
 
+def test_critic_study_on_one_task(tmp_path):
+    """The critic study's six arms on one task at a check's budget (the sampled critics
+    logging their spread), then its report and the spread table."""
+    root = copy_of_the_studies(tmp_path, keep_runs=False)
+    task = "SparseMountainCar-v0"
+    run_script(root, "critic", TASKS=task, SEEDS="10", WORKERS="1", STEPS="400",
+               TRAIN_ARGS="--no-compile --eval-every 200 --eval-episodes 1 "
+               "--set log_every=200")  # fmt: skip
+    runs = root / "studies" / "critic" / "runs" / task
+    critics = {f"adam-plain+critic-{c}" for c in ("ivon", "noisy-adam", "langevin")}
+    arms = critics | {"ivon", "fixed-noise@initial_precision=10", "adam-plain"}
+    assert {d.name for d in runs.iterdir() if (d / "seed10" / "eval.csv").exists()} == arms
+    config = (runs / "adam-plain+critic-ivon" / "seed10" / "config.yaml").read_text()
+    assert "buffer_size: 100000" in config and "critic_optimizer: ivon" in config
+    report = (root / "studies" / "critic" / task / "comparison.md").read_text()
+    assert all(arm in report for arm in arms)
+    spread = (root / "studies" / "critic" / task / "spread.md").read_text()
+    assert all(f"| {arm} | 400 | 1 |" in spread for arm in critics)
+
+
 def test_ivon_diagnostics_on_one_task(tmp_path):
     """studies/ivon/diagnostics.py: two arms of Hopper-v4 at two checkpoints, a row each with
     every measurement in range, resumed arm by arm, and its report from the CSV alone."""
