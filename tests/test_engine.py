@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from agents.common.errors import NonFiniteDataError
-from agents.common.noise_redraw import redrawn
+from agents.common.noise_redraw import redrawn_every_step
 from agents.ddpg import DDPG
 from agents.settings import DDPGSettings
 
@@ -34,7 +34,7 @@ def hand_loop(agent: DDPG, steps: int) -> None:
             obs = env.reset(seed=seed)[0]
             if agent.action_noise is not None:
                 agent.action_noise.reset()
-        if redrawn(agent.resample, starting).all():
+        if redrawn_every_step(agent.resample) or starting:
             agent.actor_optimizer.resample_noise(agent.generator)
         action = agent.with_action_noise(agent.predict(obs, deterministic=False))
         agent.check_action(action)

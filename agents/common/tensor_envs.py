@@ -68,6 +68,9 @@ class HostStep(NamedTuple):
     finite_actions: np.ndarray
     #: (N,) whether each row's s' and reward are finite
     finite: np.ndarray
+    #: every row's action, s' and reward finite (the common answer: nothing to check row by
+    #: row)
+    all_finite: bool
 
 
 class TensorEnvs(Protocol):
@@ -122,9 +125,10 @@ class HostEnvs:
         self.crossings += 1
         actions = actions.cpu().numpy()
         finite_actions = self._finite(actions)
-        valid = finite_actions if stepping is None else finite_actions & stepping
-        if not valid.all():
-            actions = np.where(valid[:, None], actions, self._rest)
+        if stepping is not None or finite_actions is not self._all_rows:
+            valid = finite_actions if stepping is None else finite_actions & stepping
+            if not valid.all():
+                actions = np.where(valid[:, None], actions, self._rest)
         obs, rewards, terminated, truncated, infos = self.envs.step(actions)
         # copies: the env may write into its own arrays at its next step
         obs = np.array(obs, dtype=np.float64)  # float32 observations exactly
@@ -136,16 +140,19 @@ class HostEnvs:
         rewards = np.array(rewards, dtype=np.float64)
         terminated = np.array(terminated, dtype=bool)
         finite = self._finite(next_obs, rewards)
+        all_finite = finite_actions is self._all_rows and finite is self._all_rows
         host = HostStep(rewards, terminated, np.array(truncated, dtype=bool), finite_actions,
-                        finite)  # fmt: skip
+                        finite, all_finite)  # fmt: skip
         return EnvStep(*self._on_device(obs, next_obs, rewards, terminated), infos), host
 
     def _finite(self, *arrays: np.ndarray) -> np.ndarray:
         """Whether each row of ``arrays`` (the same rows) is finite in all of them; the
-        common answer (every row) found with one check per array."""
-        if all(np.isfinite(a).all() for a in arrays):
-            return self._all_rows
-        return np.logical_and.reduce([np.isfinite(a).reshape(len(a), -1).all(1) for a in arrays])
+        common answer (every row, :attr:`_all_rows` itself) found with one check per array."""
+        for a in arrays:
+            if not np.isfinite(a).all():
+                rows = [np.isfinite(b).reshape(len(b), -1).all(1) for b in arrays]
+                return np.logical_and.reduce(rows)
+        return self._all_rows
 
     def _on_device(self, *arrays: np.ndarray) -> list[Tensor]:
         """``arrays`` (the envs' answer, copies of their own) as tensors on the device: on
@@ -153,7 +160,7 @@ class HostEnvs:
         them packed; one crossing."""
         self.crossings += 1
         if not self._packed:
-            return [torch.from_numpy(a) for a in arrays]
+            return list(map(torch.from_numpy, arrays))
         rows = len(arrays[0])
         packed = np.concatenate([a.reshape(rows, -1).astype(np.float64) for a in arrays], 1)
         on_device = torch.as_tensor(packed, device=self.device)
@@ -191,7 +198,8 @@ class DeviceEnvs:
         self.crossings += 1  # the step's one copy to the host
         host = torch.stack([f.to(torch.float64) for f in flags], dim=1).cpu().numpy()
         bits = host[:, 1:] > 0
-        host_step = HostStep(host[:, 0], bits[:, 0], bits[:, 1], bits[:, 2], bits[:, 3])
+        host_step = HostStep(host[:, 0], bits[:, 0], bits[:, 1], bits[:, 2], bits[:, 3],
+                             bool(bits[:, 2:4].all()))  # fmt: skip
         infos = {} if success is None else _final_success(bits[:, 4], bits[:, 0] | bits[:, 1])
         return EnvStep(step.obs, step.final_obs, step.rewards, step.terminated, infos), host_step
 

@@ -208,7 +208,8 @@ class DDPG:
         """Observations as the networks see them: normalised, with
         ``normalize_observations``, by the statistics of this moment."""
         obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        return obs_t if self.obs_statistics is None else self.obs_statistics.normalize(obs_t)
+        statistics = self.learner.obs_statistics
+        return obs_t if statistics is None else statistics.normalize(obs_t)
 
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         """The action for ``obs`` (one observation or a batch).
@@ -287,7 +288,8 @@ class DDPG:
         """Whether this step ends with updates: once the buffer holds more than
         ``learning_starts`` transitions, ``gradient_steps`` every ``train_every`` steps."""
         cfg = self.config
-        return self.num_timesteps % cfg.train_every == 0 and len(self.buffer) > cfg.learning_starts
+        step = self.counters.timesteps
+        return step % cfg.train_every == 0 and len(self.buffer) > cfg.learning_starts
 
     def noise_adaptation_due(self) -> bool:
         """Whether the strategy adapts its noise after this step (parameter noise, every
@@ -360,7 +362,7 @@ class DDPG:
         :meth:`replayed_batch` gives it), compiled or eager as the settings say
         (:mod:`agents.ddpg.execution`)."""
         self._update(batch)
-        self.num_updates += 1
+        self.counters.count_update()
 
     def _chosen_update(self, compile: bool) -> ChosenUpdate:
         """Its update; compiled, it counts its applied steps and skips on its stack of one,

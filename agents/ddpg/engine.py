@@ -88,15 +88,6 @@ class Transition(NamedTuple):
     truncated: bool
 
 
-class StepAnswer(NamedTuple):
-    """The envs' answer to every member's action (:meth:`Engine.step_envs`)."""
-
-    #: the step on the device
-    step: EnvStep
-    #: what the host reads of it
-    host: HostStep
-
-
 class Member(Protocol):
     """What the engine reads and calls of a member's front (:class:`~agents.ddpg.agent.DDPG`)."""
 
@@ -309,7 +300,7 @@ class Engine:
         self._next_boundary()
         try:
             for _ in range(total_steps):
-                if not self.active:
+                if not self._active:
                     break
                 environment_step(self)
                 self._call_back()
@@ -406,14 +397,14 @@ class Engine:
         return self._obs
 
     def _keep_active(self, phase: Callable[[Member], object]) -> None:
-        active = [m for m in self.active if self._call(m, phase)]
-        if len(active) != len(self.active):
+        active = [m for m in self._active if self._call(m, phase)]
+        if len(active) != len(self._active):
             self.active = active
 
     def _drop_failed(self) -> None:
         """The members whose phase failed (or that stopped) leave :attr:`active`."""
         if self._leaving:
-            self.active = [m for m in self.active if id(m) not in self._leaving]
+            self.active = [m for m in self._active if id(m) not in self._leaving]
             self._leaving.clear()
 
     # The phases of one environment step (agents/ddpg/step.py) for every active member:
@@ -443,15 +434,17 @@ class Engine:
             actions = self.action_noise.add(actions, draws)
         return actions
 
-    def step_envs(self, actions: Tensor) -> StepAnswer | None:
-        """The envs' answer to every member's action (:meth:`_step_envs`), with what the
-        host reads of it (:class:`~agents.common.tensor_envs.HostStep`): a member whose
-        action or transition was not finite stops with its own error; None when no member
-        is left."""
+    def step_envs(self, actions: Tensor) -> tuple[EnvStep, HostStep] | None:
+        """The envs' answer to every member's action (:meth:`_step_envs`): the step on the
+        device, with what the host reads of it (:class:`~agents.common.tensor_envs.HostStep`);
+        a member whose action or transition was not finite stops with its own error; None
+        when no member is left."""
         answer = self._step_envs(actions)
         if answer is None:
             return None
         step, host = answer
+        if host.all_finite:  # the common answer: nothing to check row by row
+            return answer
         if not host.finite_actions.all():
             self._keep_active(
                 lambda m: self._row_checked(m, host.finite_actions, m.check_action, actions)
@@ -461,9 +454,9 @@ class Engine:
             self._keep_active(
                 lambda m: self._row_checked(m, host.finite, m.checked_transition, *rows)
             )
-        return StepAnswer(step, host) if self.active else None
+        return answer if self._active else None
 
-    def store(self, actions: Tensor, answer: StepAnswer) -> np.ndarray:
+    def store(self, actions: Tensor, answer: tuple[EnvStep, HostStep]) -> np.ndarray:
         """One write of every member's transition into the stacked buffer, one update of
         the active members' observation statistics with its s (baselines l.277), each
         member's bonus's pool (a member whose bonus fails stops), one count of the active
@@ -487,17 +480,18 @@ class Engine:
         return ended if self._everyone else ended & self._live
 
     def updates_due(self) -> bool:
-        return bool(self.active) and self.active[0].updates_due()
+        return bool(self._active) and self._active[0].updates_due()
 
     def end_step(self, ended: np.ndarray) -> None:
         """The strategy's noise adaptation where due; the ended episodes counted, each
         handed to its member's callback (:meth:`Callback.on_episode_end`). A member whose
         bonus failed in the updates has left."""
-        self._drop_failed()
-        if not self.active:
+        if self._leaving:
+            self._drop_failed()
+        if not self._active:
             self._ended = np.zeros_like(self._ended)
             return
-        if self._adapts and self.active[0].noise_adaptation_due():  # a shared schedule
+        if self._adapts and self._active[0].noise_adaptation_due():  # a shared schedule
             self._keep_active(lambda m: m.adapt_noise())
         if not self._everyone:  # a member left in the updates
             ended = ended & self._live
@@ -574,7 +568,7 @@ class Engine:
     def _step_envs(self, actions: Tensor) -> tuple[EnvStep, HostStep] | None:
         """The envs stepped with every member's action; a member that stopped steps with
         an action of its space (its env steps on)."""
-        if not self.active:
+        if not self._active:
             return None
         try:
             return self.envs.step(actions, None if self._everyone else self._live)
@@ -585,7 +579,7 @@ class Engine:
             )
             if self.single_run:  # the run stops after a checkpoint
                 raise error from err
-            for member in self.active:
+            for member in self._active:
                 self._fail(member, error)
             self.active = []
             return None
@@ -594,7 +588,7 @@ class Engine:
         """Every member's policy action (before action noise), a row per member on the
         device: one batched graph of all members' θ and actor when the update is compiled,
         else each member's own (a stopped member's row is zeros)."""
-        acting = self._acting_graph()
+        acting = self._acting_graph() if self._acting_pending else self._acting
         if acting is not None:
             return acting(self._obs.to(torch.float32))
         if self.single_run:  # its action for its observation, as a row of one
@@ -611,9 +605,19 @@ class Engine:
 
     def train_step(self) -> None:
         """One update of every member: one draw of every member's minibatch indices, each
-        member's bonus on its own rows, one batched update."""
+        member's bonus on its own rows, one batched update. One member (a single run) makes
+        its own: its minibatch drawn from its buffer, as the stack's one draw of (1, batch)
+        indices would draw it, without the stack's rows to take apart."""
+        if not self._batched:
+            self._keep_active(self._own_update)
+            return
         batch = self.buffer.sample(self.members[0].config.batch_size, self.generator)
         self.update(self.with_bonuses(batch))
+
+    def _own_update(self, member: Member) -> None:
+        """``member``'s update on a minibatch of its own buffer, with its bonus."""
+        batch = member.buffer.sample(member.config.batch_size, self.generator)
+        member.update(member.with_bonus(batch))
 
     def update(self, batch: Batch) -> None:
         """One update of every member on its rows of ``batch`` (members, batch, …): the
@@ -638,7 +642,7 @@ class Engine:
             rows = Batch(*(field[k] for field in batch))
             rewards[k] = member.with_bonus(rows).rewards
 
-        for member in self.active:
+        for member in self._active:
             self._call(member, scored)
         return batch._replace(rewards=rewards)
 

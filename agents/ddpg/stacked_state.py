@@ -33,7 +33,7 @@ from torch import Tensor
 import param_explore
 from param_explore.adam_rule import adam_traceable_step
 
-from ..common.noise_redraw import redrawn
+from ..common.noise_redraw import redrawn_every_step
 from ..settings.learners import DDPGSettings
 from ..settings.memory import check_learners
 from ..settings.sharing import check_members_share
@@ -249,18 +249,17 @@ class StackedState:
         then derive what they derive from ε: ``noise_changed``)."""
         if self.noise is None:
             return []
-        redraw = redrawn(resample, starting)
-        if redraw.all():
+        if redrawn_every_step(resample) or starting.all():
             for stack in self.noise_stacks.values():
                 stack.normal_(generator=generator)
             rows = range(len(self.learners))
-        elif redraw.any():  # the others keep their episode's ε (and what derives from it)
-            starts = torch.as_tensor(redraw, device=self.device)
+        elif starting.any():  # the others keep their episode's ε (and what derives from it)
+            starts = torch.as_tensor(starting, device=self.device)
             for stack in self.noise_stacks.values():
                 drawn = torch.empty_like(stack).normal_(generator=generator)
                 mask = starts.view(-1, *[1] * (stack.dim() - 1))
                 stack.copy_(torch.where(mask, drawn, stack))
-            rows = np.flatnonzero(redraw).tolist()
+            rows = np.flatnonzero(starting).tolist()
         else:
             return []
         if self._derives_from_noise:
@@ -282,7 +281,7 @@ class StackedState:
         flags = torch.as_tensor(applied, dtype=torch.float32)
         self.step_counts["critic"].add_(flags[:, :1].to(self.step_counts["critic"].device))
         self.step_counts["actor"].add_(flags[:, 1:].to(self.step_counts["actor"].device))
-        self.skipped.add_((1 - flags[:, 1]).to(self.skipped.device))
+        self.skipped.add_(torch.rsub(flags[:, 1], 1).to(self.skipped.device))  # 1 − applied
 
 
 def load_in_place(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> None:
