@@ -142,9 +142,10 @@ def test_the_engine_redraws_every_members_noise_per_step_or_the_starting_rows(st
     assert state.draw_noise(resample, starting, torch.Generator().manual_seed(0)) == drawn
     changed = [any(not torch.equal(a[k], b[k]) for a, b in zip(before, stacks)) for k in range(3)]
     assert np.flatnonzero(changed).tolist() == drawn
-    assert state.draw_noise(resample, np.zeros(3, bool), torch.Generator()) == (
-        [0, 1, 2] if strategy == "vadam" else []
-    )
+    for none in (np.zeros(3, bool), None):  # no row starts one (None: the engine's form)
+        assert state.draw_noise(resample, none, torch.Generator()) == (
+            [0, 1, 2] if strategy == "vadam" else []
+        )
 
 
 # --------------------------------------------------------------------------- compile or eager

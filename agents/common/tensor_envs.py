@@ -28,6 +28,7 @@ out the step as SAME_STEP autoreset does, so the two give the same numbers for t
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple, Protocol
 
 import gymnasium as gym
@@ -95,6 +96,14 @@ class TensorEnvs(Protocol):
         ...
 
 
+#: Whether every element of an array is true: ``values.all()`` in NumPy's C alone
+#: (``ndarray.all`` and ``any`` run a Python function of NumPy's, and a step checks a few
+#: arrays of one row each for a single run, where that function is most of a check's cost).
+every = functools.partial(np.logical_and.reduce, axis=None)
+#: Whether some element of an array is true: ``values.any()`` in NumPy's C alone.
+some = functools.partial(np.logical_or.reduce, axis=None)
+
+
 def rest_action(envs: gym.vector.VectorEnv) -> np.ndarray:
     """The action a row steps with when it has none: 0, clipped into the space."""
     space = envs.single_action_space
@@ -124,7 +133,7 @@ class HostEnvs:
     def step(self, actions: Tensor, stepping: np.ndarray | None = None) -> tuple[EnvStep, HostStep]:
         self.crossings += 1
         actions = actions.cpu().numpy()
-        finite_actions = self._finite(actions)
+        finite_actions = self._all_rows if every(np.isfinite(actions)) else _finite_rows(actions)
         if stepping is not None or finite_actions is not self._all_rows:
             valid = finite_actions if stepping is None else finite_actions & stepping
             if not valid.all():
@@ -139,20 +148,13 @@ class HostEnvs:
                 next_obs[k] = infos["final_obs"][k]
         rewards = np.array(rewards, dtype=np.float64)
         terminated = np.array(terminated, dtype=bool)
-        finite = self._finite(next_obs, rewards)
+        finite = self._all_rows
+        if not (every(np.isfinite(next_obs)) and every(np.isfinite(rewards))):
+            finite = _finite_rows(next_obs, rewards)
         all_finite = finite_actions is self._all_rows and finite is self._all_rows
         host = HostStep(rewards, terminated, np.array(truncated, dtype=bool), finite_actions,
                         finite, all_finite)  # fmt: skip
         return EnvStep(*self._on_device(obs, next_obs, rewards, terminated), infos), host
-
-    def _finite(self, *arrays: np.ndarray) -> np.ndarray:
-        """Whether each row of ``arrays`` (the same rows) is finite in all of them; the
-        common answer (every row, :attr:`_all_rows` itself) found with one check per array."""
-        for a in arrays:
-            if not np.isfinite(a).all():
-                rows = [np.isfinite(b).reshape(len(b), -1).all(1) for b in arrays]
-                return np.logical_and.reduce(rows)
-        return self._all_rows
 
     def _on_device(self, *arrays: np.ndarray) -> list[Tensor]:
         """``arrays`` (the envs' answer, copies of their own) as tensors on the device: on
@@ -171,6 +173,13 @@ class HostEnvs:
             parts.append(part > 0 if a.dtype == bool else part)
             start += width
         return parts
+
+
+def _finite_rows(*arrays: np.ndarray) -> np.ndarray:
+    """Whether each row of ``arrays`` (the same rows) is finite in all of them: where a
+    step's one check of each array (every row finite, the common answer, ``_all_rows``
+    itself) found one that is not."""
+    return np.logical_and.reduce([np.isfinite(a).reshape(len(a), -1).all(1) for a in arrays])
 
 
 class DeviceEnvs:

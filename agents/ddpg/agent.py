@@ -219,13 +219,13 @@ class DDPG:
         """
         return self.act(obs, deterministic).cpu().numpy()
 
-    @torch.no_grad()
     def act(self, obs: np.ndarray | Tensor, deterministic: bool = True) -> Tensor:
         """:meth:`predict`'s action as a tensor on the training device (what the engine
         steps its envs with: no copy to the host)."""
-        obs_t = self._network_input(obs)
-        weights = None if deterministic else self.actor_optimizer.named_sample()
-        return self.actor(obs_t, weights)
+        with torch.no_grad():  # (as a decorator it would cost two more calls a step)
+            obs_t = self._network_input(obs)
+            weights = None if deterministic else self.actor_optimizer.named_sample()
+            return self.actor(obs_t, weights)
 
     def with_action_noise(self, action: np.ndarray) -> np.ndarray:
         """The policy's action plus the action noise, if the strategy adds any, clipped, of a
@@ -295,8 +295,9 @@ class DDPG:
         """Whether the strategy adapts its noise after this step (parameter noise, every
         ``noise_adaptation_interval`` steps once the buffer holds a minibatch)."""
         interval = self.actor_optimizer.noise_adaptation_interval
-        enough = len(self.buffer) >= self.config.batch_size
-        return bool(interval) and self.num_timesteps % interval == 0 and enough
+        if not interval or self.counters.timesteps % interval:
+            return False
+        return len(self.buffer) >= self.config.batch_size
 
     def _check_finite(self, obs: np.ndarray, reward: float) -> None:
         """Nothing non-finite from the environment reaches the buffer (and the networks)."""
@@ -554,6 +555,7 @@ class _ResetRecorder(gym.Wrapper):
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         self._before_reset: dict | None = None
+        self.step = env.step  # its env's own (a wrapper's would be one more call a step)
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:
         self._before_reset = self.env.unwrapped.np_random.bit_generator.state

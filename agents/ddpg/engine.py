@@ -68,7 +68,7 @@ from torch.utils import _pytree as pytree
 from ..common.callbacks import Callback
 from ..common.errors import ConfigError, EnvironmentFailure
 from ..common.stop_requests import stop_requested
-from ..common.tensor_envs import EnvStep, HostStep, tensor_envs
+from ..common.tensor_envs import EnvStep, HostStep, some, tensor_envs
 from .action_noise_rows import ActionNoiseRows
 from .compiled_update import CompiledUpdate, inductor_compile
 from .execution import ChosenUpdate, Execution, acting_batched, update_execution
@@ -496,7 +496,7 @@ class Engine:
         if not self._everyone:  # a member left in the updates
             ended = ended & self._live
         self._ended = ended
-        if not ended.any():
+        if not some(ended):
             return
         self.rows.end_episodes(ended)
         rows = self.rows
@@ -525,17 +525,21 @@ class Engine:
         if not finite[k]:
             check(*(row[k].cpu().numpy() if isinstance(row, Tensor) else row[k] for row in rows))
 
-    def start_episodes(self) -> np.ndarray:
+    def start_episodes(self) -> np.ndarray | None:
         """A new episode for every member whose last one ended (the envs reset it within
-        their step; the first call resets them all); which members start one."""
+        their step; the first call resets them all); which members start one (a row each),
+        None when none does (most steps)."""
         if self._obs is None:
             self._obs = self._reset_envs()
         between = self.rows.between_episodes
-        starting = between.copy() if self._everyone else between & self._live
-        if starting.any():
-            self.rows.start_episodes(starting)
-            if self.action_noise is not None:
-                self.action_noise.reset(starting)
+        starting = between if self._everyone else between & self._live
+        if not some(starting):
+            return None
+        if starting is between:  # (the rows change below)
+            starting = between.copy()
+        self.rows.start_episodes(starting)
+        if self.action_noise is not None:
+            self.action_noise.reset(starting)
         return starting
 
     def _reset_envs(self) -> Tensor:
@@ -559,7 +563,7 @@ class Engine:
                 f"before step {self.members[0].num_timesteps + 1}"
             ) from err
 
-    def draw_weight_noise(self, starting: np.ndarray) -> None:
+    def draw_weight_noise(self, starting: np.ndarray | None) -> None:
         """New ε for every member (per step), or for those starting an episode (per
         episode): one ``normal_`` per parameter of every member's ε, from the engine's
         generator."""

@@ -240,28 +240,28 @@ class StackedState:
         )
 
     def draw_noise(
-        self, resample: str, starting: np.ndarray, generator: torch.Generator
+        self, resample: str, starting: np.ndarray | None, generator: torch.Generator
     ) -> list[int]:
         """New ε for every member (per step), or for the members ``starting`` an episode
-        (per episode, ``resample``), from ``generator``: one ``normal_`` per parameter of
+        (per episode, ``resample``; a row each, None for none), from ``generator``: one
+        ``normal_`` per parameter of
         every member's (members, …) block, in the parameters' order — for one member the
         very draws of its optimizer's ``resample_noise``. The rows drawn (whose strategies
         then derive what they derive from ε: ``noise_changed``)."""
-        if self.noise is None:
+        every_step = redrawn_every_step(resample)
+        if self.noise is None or not (every_step or (starting is not None and starting.any())):
             return []
-        if redrawn_every_step(resample) or starting.all():
+        if every_step or starting.all():
             for stack in self.noise_stacks.values():
                 stack.normal_(generator=generator)
             rows = range(len(self.learners))
-        elif starting.any():  # the others keep their episode's ε (and what derives from it)
+        else:  # the others keep their episode's ε (and what derives from it)
             starts = torch.as_tensor(starting, device=self.device)
             for stack in self.noise_stacks.values():
                 drawn = torch.empty_like(stack).normal_(generator=generator)
                 mask = starts.view(-1, *[1] * (stack.dim() - 1))
                 stack.copy_(torch.where(mask, drawn, stack))
             rows = np.flatnonzero(starting).tolist()
-        else:
-            return []
         if self._derives_from_noise:
             for k in rows:
                 self.learners[k].actor_optimizer.noise_changed()
