@@ -233,3 +233,21 @@ def populations_both_ways(make_envs: Callable, env_id: str, limit: int, config, 
         assert isinstance(tests._envs, kind)
     assert results[0] == results[1]
     return results[0]
+
+
+def python_calls(work: Callable[[], object]) -> int:
+    """The Python function calls ``work()`` makes (``sys.setprofile``'s ``call`` events,
+    builtins not counted): host work measured exactly, the same on any machine."""
+    calls = 0
+
+    def count(frame, event, arg) -> None:
+        nonlocal calls
+        if event == "call":
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        work()
+    finally:
+        sys.setprofile(None)
+    return calls

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import warnings
 
+import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 from agents.common.errors import ConfigError
-from agents.common.noise_redraw import redrawn, redrawn_after_episodes, redrawn_every_step
+from agents.common.noise_redraw import redrawn_after_episodes, redrawn_every_step
 from agents.ddpg import DDPG
 from agents.ddpg.compiled_update import CompilationError
 from agents.ddpg.engine import starting_point
 from agents.ddpg.execution import ChosenUpdate, Execution, acting_batched, update_execution
+from agents.ddpg.stacked_state import StackedState
 from agents.settings import DDPGSettings
 from agents.settings.memory import learners_needs, members_that_fit, run_needs
 from agents.settings.resolve import resolve_runs
@@ -114,12 +117,6 @@ def test_how_many_members_fit():
 
 # --------------------------------------------------------------------------- noise redraw
 def test_weight_noise_is_redrawn_every_step_or_as_an_episode_starts():
-    starting = np.array([True, False, True])
-    assert redrawn("step", starting).tolist() == [True, True, True]
-    assert redrawn("episode", starting).tolist() == [True, False, True]
-    assert redrawn("episode", np.zeros(2, dtype=bool)).tolist() == [False, False]
-    assert bool(redrawn("step", False)) and not redrawn("episode", False)  # one member
-    assert bool(redrawn("episode", True))
     assert redrawn_every_step("step") and not redrawn_every_step("episode")
 
 
@@ -130,10 +127,25 @@ def test_sb3_redraws_after_an_episode_only_for_per_episode_noise():
     assert not redrawn_after_episodes("step", np.array([True]))  # drawn before each action
 
 
-def test_param_noise_redraws_per_episode_and_vadam_per_step():
-    """The strategies' own choices reach the decision: param-noise's per episode."""
-    assert not redrawn(run("param-noise").learner.strategy.resample, False)
-    assert redrawn(run("vadam").learner.strategy.resample, False)
+@pytest.mark.parametrize("strategy, drawn", [("vadam", [0, 1, 2]), ("param-noise", [0, 2])])
+def test_the_engine_redraws_every_members_noise_per_step_or_the_starting_rows(strategy, drawn):
+    """The strategies' own choices reach the decision (param-noise's per episode): every
+    member's ε is new each step, else only the rows that start an episode."""
+    settings = DDPGSettings.from_values({"strategy": strategy, "hidden_sizes": [4, 4]})
+    env = gym.make("Pendulum-v1")
+    state = StackedState.build([settings] * 3, [0, 1, 2], env.observation_space,
+                               env.action_space, torch.device("cpu"))  # fmt: skip
+    stacks = list(state.noise_stacks.values())
+    before = [stack.clone() for stack in stacks]
+    starting = np.array([True, False, True])
+    resample = settings.strategy.resample
+    assert state.draw_noise(resample, starting, torch.Generator().manual_seed(0)) == drawn
+    changed = [any(not torch.equal(a[k], b[k]) for a, b in zip(before, stacks)) for k in range(3)]
+    assert np.flatnonzero(changed).tolist() == drawn
+    for none in (np.zeros(3, bool), None):  # no row starts one (None: the engine's form)
+        assert state.draw_noise(resample, none, torch.Generator()) == (
+            [0, 1, 2] if strategy == "vadam" else []
+        )
 
 
 # --------------------------------------------------------------------------- compile or eager

@@ -5,7 +5,8 @@ run's own generator — makes exactly the steps of the single-run loop written o
 below from the member's public phases (the loop the project ran before the engine was one),
 to the bit: every weight, buffer row and counter, across episodes, with weight noise drawn
 per step or per episode and with action noise, and over two ``learn`` calls (an episode goes
-on across them). And a single run's failure is raised, not kept as a member's.
+on across them), in no more Python calls a step than that loop. And a single run's failure
+is raised, not kept as a member's.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from agents.common.callbacks import Callback
 from agents.common.errors import NonFiniteDataError
-from agents.common.noise_redraw import redrawn
+from agents.common.noise_redraw import redrawn_every_step
 from agents.ddpg import DDPG
 from agents.settings import DDPGSettings
+
+from conftest import python_calls
 
 SMALL = dict(hidden_sizes=[16, 16], batch_size=8, learning_starts=50, buffer_size=1000,
              compile=False)  # fmt: skip
@@ -34,7 +38,7 @@ def hand_loop(agent: DDPG, steps: int) -> None:
             obs = env.reset(seed=seed)[0]
             if agent.action_noise is not None:
                 agent.action_noise.reset()
-        if redrawn(agent.resample, starting).all():
+        if redrawn_every_step(agent.resample) or starting:
             agent.actor_optimizer.resample_noise(agent.generator)
         action = agent.with_action_noise(agent.predict(obs, deterministic=False))
         agent.check_action(action)
@@ -81,3 +85,30 @@ def test_a_single_runs_failure_is_raised_with_its_step():
         agent.learn(5)
     assert agent.num_timesteps == 5
     assert torch.isfinite(torch.as_tensor(agent.observation)).all()
+
+
+class AtBoundaries(Callback):
+    """A run's callback: called every 1 000 steps, as a run's is at its boundaries."""
+
+    def next_call(self, agent) -> tuple[int, bool]:
+        return (agent.num_timesteps // 1000 + 1) * 1000, False
+
+
+@pytest.mark.parametrize("strategy", ["adam-plain", "param-noise", "vadam"])
+def test_a_single_runs_step_makes_no_more_python_calls_than_the_hand_written_loop(strategy):
+    """The engine is no host work a single run did not do before it was one: its steps make
+    at most the Python calls of the hand-written loop of the member's phases (numbers of
+    calls, not time: the same on any machine; with an update every 50 steps). Before the
+    single run's host work was cut (e485db8) they made 1.08-1.28× the loop's
+    (``param-noise`` most); now 0.82-1.02× (docs/speed.md, "A single run's host work")."""
+    config = DDPGSettings.from_values(
+        {"strategy": strategy, **SMALL, "train_every": 50, "gradient_steps": 1}
+    )
+    engine_run = DDPG("Pendulum-v1", config, seed=3, device="cpu")
+    by_hand = DDPG("Pendulum-v1", config, seed=3, device="cpu")
+    callback = AtBoundaries()
+    engine_run.learn(100, callback)  # past learning_starts, its first update made
+    hand_loop(by_hand, 100)
+    engine = python_calls(lambda: engine_run.learn(300, callback))
+    loop = python_calls(lambda: hand_loop(by_hand, 300))
+    assert engine <= 1.05 * loop, (engine / 300, loop / 300)

@@ -8,7 +8,6 @@ of a population's step does not grow with its members (function calls counted, n
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,8 @@ from agents.runs.callback import RunCallback
 from agents.runs.population_run import train_population
 from agents.settings import DDPGSettings
 from agents.settings.resolve import resolve_runs
+
+from conftest import python_calls
 
 SMALL = dict(hidden_sizes=[8, 8], batch_size=8, learning_starts=16, buffer_size=300)
 
@@ -123,19 +124,7 @@ def python_calls_per_step(members: int, steps: int = 60) -> float:
     )  # fmt: skip
     callbacks = [Boundaries() for _ in range(members)]
     population.learn(40, callbacks)  # past learning_starts: every phase has run
-    calls = 0
-
-    def count(frame, event, arg):
-        nonlocal calls
-        if event == "call":
-            calls += 1
-
-    sys.setprofile(count)
-    try:
-        population.learn(steps, callbacks)
-    finally:
-        sys.setprofile(None)
-    return calls / steps
+    return python_calls(lambda: population.learn(steps, callbacks)) / steps
 
 
 def test_a_populations_host_work_per_step_does_not_grow_with_its_members():

@@ -54,6 +54,7 @@ def test_a_host_vector_env_is_stepped_as_tensors_with_its_answer_laid_out_as_sam
         np.testing.assert_array_equal(host.truncated, truncated)
         assert host.finite.all()
         assert host.finite_actions.tolist() == [True, t != 3, True]
+        assert host.all_finite is (t != 3)  # nothing to check row by row but at t = 3
         last = np.array(want_obs)
         for k in np.flatnonzero(infos.get("_final_obs", np.zeros(n, dtype=bool))):
             last[k] = infos["final_obs"][k]

@@ -138,10 +138,15 @@ def test_an_ended_episodes_success_crosses_with_the_device_step():
     assert device_host.terminated.tolist() == [True, False, True]
     for name in ("rewards", "terminated", "truncated", "finite"):
         np.testing.assert_array_equal(getattr(device_host, name), getattr(host_host, name))
+    assert device_host.all_finite is host_host.all_finite is True
     mine, theirs = device_step.infos["final_info"], host_step.infos["final_info"]
     assert mine["is_success"].tolist() == theirs["is_success"].tolist() == [True, False, True]
     assert mine["_is_success"].tolist() == theirs["_is_success"].tolist()
     assert seen[0].crossings == 1 and seen[1].crossings == 3
+    # a row's action not finite: said alike, the step's common answer no longer holds
+    hosts = [view.step(torch.tensor([[1.0], [float("nan")], [1.0]]))[1] for view in seen]
+    for host in hosts:
+        assert host.finite_actions.tolist() == [True, False, True] and host.all_finite is False
 
 
 SMALL = {"hidden_sizes": [16, 16], "learning_starts": 40, "batch_size": 16, "compile": False}

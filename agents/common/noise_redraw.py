@@ -4,9 +4,11 @@ run, a population's members) and SB3's policy and its callback.
 A strategy's ``resample`` (its own default, or the settings') says ``"step"``: new ε before
 every exploration action (Khan et al. 2018, Algorithm 1, line 3); ``"episode"``: new ε as
 an episode starts, kept through it (parameter noise, Plappert et al. 2018). The native
-engine knows which members start an episode when it acts (:func:`redrawn`); SB3 acts in
-its policy's ``_predict`` (:func:`redrawn_every_step`) and learns of an episode's end in
-its callback, so the next action starts one (:func:`redrawn_after_episodes`).
+engine knows which members start an episode when it acts: every member draws when ε is
+drawn every step (:func:`redrawn_every_step`), those that start one otherwise
+(:meth:`~agents.ddpg.stacked_state.StackedState.draw_noise`); SB3 acts in its policy's
+``_predict`` (:func:`redrawn_every_step`) and learns of an episode's end in its callback,
+so the next action starts one (:func:`redrawn_after_episodes`).
 """
 
 from __future__ import annotations
@@ -19,14 +21,6 @@ from .strategies import Resample
 def redrawn_every_step(resample: Resample) -> bool:
     """Whether ε is drawn anew before every exploration action."""
     return resample == "step"
-
-
-def redrawn(resample: Resample, starting: np.ndarray | bool) -> np.ndarray:
-    """Which members draw new ε before this step's action, of those ``starting`` an
-    episode now or not (a row each, or one bool for one member): all every step, those
-    that start one with ``"episode"``."""
-    starting = np.asarray(starting, dtype=bool)
-    return np.ones_like(starting) if redrawn_every_step(resample) else starting
 
 
 def redrawn_after_episodes(resample: Resample, dones: np.ndarray | None) -> bool:

@@ -28,6 +28,7 @@ out the step as SAME_STEP autoreset does, so the two give the same numbers for t
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple, Protocol
 
 import gymnasium as gym
@@ -68,6 +69,9 @@ class HostStep(NamedTuple):
     finite_actions: np.ndarray
     #: (N,) whether each row's s' and reward are finite
     finite: np.ndarray
+    #: every row's action, s' and reward finite (the common answer: nothing to check row by
+    #: row)
+    all_finite: bool
 
 
 class TensorEnvs(Protocol):
@@ -90,6 +94,14 @@ class TensorEnvs(Protocol):
         whose action is not finite, or not ``stepping`` (a stopped member's), steps with an
         action of its space (its env goes on)."""
         ...
+
+
+#: Whether every element of an array is true: ``values.all()`` in NumPy's C alone
+#: (``ndarray.all`` and ``any`` run a Python function of NumPy's, and a step checks a few
+#: arrays of one row each for a single run, where that function is most of a check's cost).
+every = functools.partial(np.logical_and.reduce, axis=None)
+#: Whether some element of an array is true: ``values.any()`` in NumPy's C alone.
+some = functools.partial(np.logical_or.reduce, axis=None)
 
 
 def rest_action(envs: gym.vector.VectorEnv) -> np.ndarray:
@@ -121,10 +133,11 @@ class HostEnvs:
     def step(self, actions: Tensor, stepping: np.ndarray | None = None) -> tuple[EnvStep, HostStep]:
         self.crossings += 1
         actions = actions.cpu().numpy()
-        finite_actions = self._finite(actions)
-        valid = finite_actions if stepping is None else finite_actions & stepping
-        if not valid.all():
-            actions = np.where(valid[:, None], actions, self._rest)
+        finite_actions = self._all_rows if every(np.isfinite(actions)) else _finite_rows(actions)
+        if stepping is not None or finite_actions is not self._all_rows:
+            valid = finite_actions if stepping is None else finite_actions & stepping
+            if not valid.all():
+                actions = np.where(valid[:, None], actions, self._rest)
         obs, rewards, terminated, truncated, infos = self.envs.step(actions)
         # copies: the env may write into its own arrays at its next step
         obs = np.array(obs, dtype=np.float64)  # float32 observations exactly
@@ -135,17 +148,13 @@ class HostEnvs:
                 next_obs[k] = infos["final_obs"][k]
         rewards = np.array(rewards, dtype=np.float64)
         terminated = np.array(terminated, dtype=bool)
-        finite = self._finite(next_obs, rewards)
+        finite = self._all_rows
+        if not (every(np.isfinite(next_obs)) and every(np.isfinite(rewards))):
+            finite = _finite_rows(next_obs, rewards)
+        all_finite = finite_actions is self._all_rows and finite is self._all_rows
         host = HostStep(rewards, terminated, np.array(truncated, dtype=bool), finite_actions,
-                        finite)  # fmt: skip
+                        finite, all_finite)  # fmt: skip
         return EnvStep(*self._on_device(obs, next_obs, rewards, terminated), infos), host
-
-    def _finite(self, *arrays: np.ndarray) -> np.ndarray:
-        """Whether each row of ``arrays`` (the same rows) is finite in all of them; the
-        common answer (every row) found with one check per array."""
-        if all(np.isfinite(a).all() for a in arrays):
-            return self._all_rows
-        return np.logical_and.reduce([np.isfinite(a).reshape(len(a), -1).all(1) for a in arrays])
 
     def _on_device(self, *arrays: np.ndarray) -> list[Tensor]:
         """``arrays`` (the envs' answer, copies of their own) as tensors on the device: on
@@ -153,7 +162,7 @@ class HostEnvs:
         them packed; one crossing."""
         self.crossings += 1
         if not self._packed:
-            return [torch.from_numpy(a) for a in arrays]
+            return list(map(torch.from_numpy, arrays))
         rows = len(arrays[0])
         packed = np.concatenate([a.reshape(rows, -1).astype(np.float64) for a in arrays], 1)
         on_device = torch.as_tensor(packed, device=self.device)
@@ -164,6 +173,13 @@ class HostEnvs:
             parts.append(part > 0 if a.dtype == bool else part)
             start += width
         return parts
+
+
+def _finite_rows(*arrays: np.ndarray) -> np.ndarray:
+    """Whether each row of ``arrays`` (the same rows) is finite in all of them: where a
+    step's one check of each array (every row finite, the common answer, ``_all_rows``
+    itself) found one that is not."""
+    return np.logical_and.reduce([np.isfinite(a).reshape(len(a), -1).all(1) for a in arrays])
 
 
 class DeviceEnvs:
@@ -191,7 +207,8 @@ class DeviceEnvs:
         self.crossings += 1  # the step's one copy to the host
         host = torch.stack([f.to(torch.float64) for f in flags], dim=1).cpu().numpy()
         bits = host[:, 1:] > 0
-        host_step = HostStep(host[:, 0], bits[:, 0], bits[:, 1], bits[:, 2], bits[:, 3])
+        host_step = HostStep(host[:, 0], bits[:, 0], bits[:, 1], bits[:, 2], bits[:, 3],
+                             bool(bits[:, 2:4].all()))  # fmt: skip
         infos = {} if success is None else _final_success(bits[:, 4], bits[:, 0] | bits[:, 1])
         return EnvStep(step.obs, step.final_obs, step.rewards, step.terminated, infos), host_step
 

@@ -179,7 +179,7 @@ class OneEnv(VectorEnv):
         if mask is not None and not np.asarray(mask).any():
             raise ValueError("`options['reset_mask']` must contain at least one True value")
         obs, info = self.env.reset(seed=seed, options=options or None)
-        return self._batched(obs), self._add_info({}, info, 0)
+        return np.array(obs, dtype=self._dtype)[None], self._add_info({}, info, 0)
 
     def step(
         self, actions: np.ndarray
@@ -189,17 +189,15 @@ class OneEnv(VectorEnv):
         if terminated or truncated:
             infos = self._add_info(infos, {"final_obs": obs, "final_info": info}, 0)
             obs, info = self.env.reset()
-        infos = self._add_info(infos, info, 0)
+        if info:  # (an empty info adds nothing)
+            infos = self._add_info(infos, info, 0)
         return (
-            self._batched(obs),
+            np.array(obs, dtype=self._dtype)[None],
             np.array([reward], dtype=np.float64),
             np.array([terminated], dtype=np.bool_),
             np.array([truncated], dtype=np.bool_),
             infos,
         )
-
-    def _batched(self, obs: np.ndarray) -> np.ndarray:
-        return np.array(obs, dtype=self._dtype)[None]
 
     def pop_coverage(self) -> list[dict[str, float]]:
         """The env's coverage since the last call ({} where its task reports none)."""

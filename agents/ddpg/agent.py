@@ -222,7 +222,8 @@ class DDPG:
         """Observations as the networks see them: normalised, with
         ``normalize_observations``, by the statistics of this moment."""
         obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        return obs_t if self.obs_statistics is None else self.obs_statistics.normalize(obs_t)
+        statistics = self.learner.obs_statistics
+        return obs_t if statistics is None else statistics.normalize(obs_t)
 
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         """The action for ``obs`` (one observation or a batch).
@@ -233,13 +234,13 @@ class DDPG:
         """
         return self.act(obs, deterministic).cpu().numpy()
 
-    @torch.no_grad()
     def act(self, obs: np.ndarray | Tensor, deterministic: bool = True) -> Tensor:
         """:meth:`predict`'s action as a tensor on the training device (what the engine
         steps its envs with: no copy to the host)."""
-        obs_t = self._network_input(obs)
-        weights = None if deterministic else self.actor_optimizer.named_sample()
-        action = self.actor(obs_t, weights)
+        with torch.no_grad():  # (as a decorator it would cost two more calls a step)
+            obs_t = self._network_input(obs)
+            weights = None if deterministic else self.actor_optimizer.named_sample()
+            action = self.actor(obs_t, weights)
         if deterministic or self.thompson is None:
             return action
         # moved along the held sample of a sampled critic (agents.ddpg.thompson)
@@ -312,14 +313,16 @@ class DDPG:
         """Whether this step ends with updates: once the buffer holds more than
         ``learning_starts`` transitions, ``gradient_steps`` every ``train_every`` steps."""
         cfg = self.config
-        return self.num_timesteps % cfg.train_every == 0 and len(self.buffer) > cfg.learning_starts
+        step = self.counters.timesteps
+        return step % cfg.train_every == 0 and len(self.buffer) > cfg.learning_starts
 
     def noise_adaptation_due(self) -> bool:
         """Whether the strategy adapts its noise after this step (parameter noise, every
         ``noise_adaptation_interval`` steps once the buffer holds a minibatch)."""
         interval = self.actor_optimizer.noise_adaptation_interval
-        enough = len(self.buffer) >= self.config.batch_size
-        return bool(interval) and self.num_timesteps % interval == 0 and enough
+        if not interval or self.counters.timesteps % interval:
+            return False
+        return len(self.buffer) >= self.config.batch_size
 
     def _check_finite(self, obs: np.ndarray, reward: float) -> None:
         """Nothing non-finite from the environment reaches the buffer (and the networks)."""
@@ -389,7 +392,7 @@ class DDPG:
         :meth:`replayed_batch` gives it), compiled or eager as the settings say
         (:mod:`agents.ddpg.execution`)."""
         self._update(batch)
-        self.num_updates += 1
+        self.counters.count_update()
 
     def _chosen_update(self, compile: bool) -> ChosenUpdate:
         """Its update; compiled, it counts its applied steps and skips on its stack of one,
@@ -589,6 +592,7 @@ class _ResetRecorder(gym.Wrapper):
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         self._before_reset: dict | None = None
+        self.step = env.step  # its env's own (a wrapper's would be one more call a step)
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:
         self._before_reset = self.env.unwrapped.np_random.bit_generator.state

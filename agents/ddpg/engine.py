@@ -68,7 +68,7 @@ from torch.utils import _pytree as pytree
 from ..common.callbacks import Callback
 from ..common.errors import ConfigError, EnvironmentFailure
 from ..common.stop_requests import stop_requested
-from ..common.tensor_envs import EnvStep, HostStep, tensor_envs
+from ..common.tensor_envs import EnvStep, HostStep, some, tensor_envs
 from .action_noise_rows import ActionNoiseRows
 from .compiled_update import CompiledUpdate, inductor_compile
 from .execution import ChosenUpdate, Execution, acting_batched, update_execution
@@ -87,15 +87,6 @@ class Transition(NamedTuple):
     reward: float
     terminated: bool
     truncated: bool
-
-
-class StepAnswer(NamedTuple):
-    """The envs' answer to every member's action (:meth:`Engine.step_envs`)."""
-
-    #: the step on the device
-    step: EnvStep
-    #: what the host reads of it
-    host: HostStep
 
 
 class Member(Protocol):
@@ -314,7 +305,7 @@ class Engine:
         self._next_boundary()
         try:
             for _ in range(total_steps):
-                if not self.active:
+                if not self._active:
                     break
                 environment_step(self)
                 self._call_back()
@@ -411,14 +402,14 @@ class Engine:
         return self._obs
 
     def _keep_active(self, phase: Callable[[Member], object]) -> None:
-        active = [m for m in self.active if self._call(m, phase)]
-        if len(active) != len(self.active):
+        active = [m for m in self._active if self._call(m, phase)]
+        if len(active) != len(self._active):
             self.active = active
 
     def _drop_failed(self) -> None:
         """The members whose phase failed (or that stopped) leave :attr:`active`."""
         if self._leaving:
-            self.active = [m for m in self.active if id(m) not in self._leaving]
+            self.active = [m for m in self._active if id(m) not in self._leaving]
             self._leaving.clear()
 
     # The phases of one environment step (agents/ddpg/step.py) for every active member:
@@ -448,15 +439,17 @@ class Engine:
             actions = self.action_noise.add(actions, draws)
         return actions
 
-    def step_envs(self, actions: Tensor) -> StepAnswer | None:
-        """The envs' answer to every member's action (:meth:`_step_envs`), with what the
-        host reads of it (:class:`~agents.common.tensor_envs.HostStep`): a member whose
-        action or transition was not finite stops with its own error; None when no member
-        is left."""
+    def step_envs(self, actions: Tensor) -> tuple[EnvStep, HostStep] | None:
+        """The envs' answer to every member's action (:meth:`_step_envs`): the step on the
+        device, with what the host reads of it (:class:`~agents.common.tensor_envs.HostStep`);
+        a member whose action or transition was not finite stops with its own error; None
+        when no member is left."""
         answer = self._step_envs(actions)
         if answer is None:
             return None
         step, host = answer
+        if host.all_finite:  # the common answer: nothing to check row by row
+            return answer
         if not host.finite_actions.all():
             self._keep_active(
                 lambda m: self._row_checked(m, host.finite_actions, m.check_action, actions)
@@ -466,9 +459,9 @@ class Engine:
             self._keep_active(
                 lambda m: self._row_checked(m, host.finite, m.checked_transition, *rows)
             )
-        return StepAnswer(step, host) if self.active else None
+        return answer if self._active else None
 
-    def store(self, actions: Tensor, answer: StepAnswer) -> np.ndarray:
+    def store(self, actions: Tensor, answer: tuple[EnvStep, HostStep]) -> np.ndarray:
         """One write of every member's transition into the stacked buffer, one update of
         the active members' observation statistics with its s (baselines l.277), each
         member's bonus's pool (a member whose bonus fails stops), one count of the active
@@ -492,22 +485,23 @@ class Engine:
         return ended if self._everyone else ended & self._live
 
     def updates_due(self) -> bool:
-        return bool(self.active) and self.active[0].updates_due()
+        return bool(self._active) and self._active[0].updates_due()
 
     def end_step(self, ended: np.ndarray) -> None:
         """The strategy's noise adaptation where due; the ended episodes counted, each
         handed to its member's callback (:meth:`Callback.on_episode_end`). A member whose
         bonus failed in the updates has left."""
-        self._drop_failed()
-        if not self.active:
+        if self._leaving:
+            self._drop_failed()
+        if not self._active:
             self._ended = np.zeros_like(self._ended)
             return
-        if self._adapts and self.active[0].noise_adaptation_due():  # a shared schedule
+        if self._adapts and self._active[0].noise_adaptation_due():  # a shared schedule
             self._keep_active(lambda m: m.adapt_noise())
         if not self._everyone:  # a member left in the updates
             ended = ended & self._live
         self._ended = ended
-        if not ended.any():
+        if not some(ended):
             return
         self.rows.end_episodes(ended)
         rows = self.rows
@@ -536,17 +530,21 @@ class Engine:
         if not finite[k]:
             check(*(row[k].cpu().numpy() if isinstance(row, Tensor) else row[k] for row in rows))
 
-    def start_episodes(self) -> np.ndarray:
+    def start_episodes(self) -> np.ndarray | None:
         """A new episode for every member whose last one ended (the envs reset it within
-        their step; the first call resets them all); which members start one."""
+        their step; the first call resets them all); which members start one (a row each),
+        None when none does (most steps)."""
         if self._obs is None:
             self._obs = self._reset_envs()
         between = self.rows.between_episodes
-        starting = between.copy() if self._everyone else between & self._live
-        if starting.any():
-            self.rows.start_episodes(starting)
-            if self.action_noise is not None:
-                self.action_noise.reset(starting)
+        starting = between if self._everyone else between & self._live
+        if not some(starting):
+            return None
+        if starting is between:  # (the rows change below)
+            starting = between.copy()
+        self.rows.start_episodes(starting)
+        if self.action_noise is not None:
+            self.action_noise.reset(starting)
         return starting
 
     def _reset_envs(self) -> Tensor:
@@ -570,7 +568,7 @@ class Engine:
                 f"before step {self.members[0].num_timesteps + 1}"
             ) from err
 
-    def draw_weight_noise(self, starting: np.ndarray) -> None:
+    def draw_weight_noise(self, starting: np.ndarray | None) -> None:
         """New ε for every member (per step), or for those starting an episode (per
         episode): one ``normal_`` per parameter of every member's ε, from the engine's
         generator; and a sampled critic's new held sample where due (each member's own,
@@ -579,7 +577,12 @@ class Engine:
         thompson = self.members[0].thompson
         if thompson is None:
             return
-        due = starting if thompson.hold == 0 else self.rows.timesteps % thompson.hold == 0
+        if thompson.hold:
+            due = self.rows.timesteps % thompson.hold == 0
+        elif starting is None:  # no episode starts
+            return
+        else:
+            due = starting
         if not self._everyone:
             due = due & self._live
         for k in np.flatnonzero(due):
@@ -588,7 +591,7 @@ class Engine:
     def _step_envs(self, actions: Tensor) -> tuple[EnvStep, HostStep] | None:
         """The envs stepped with every member's action; a member that stopped steps with
         an action of its space (its env steps on)."""
-        if not self.active:
+        if not self._active:
             return None
         try:
             return self.envs.step(actions, None if self._everyone else self._live)
@@ -599,7 +602,7 @@ class Engine:
             )
             if self.single_run:  # the run stops after a checkpoint
                 raise error from err
-            for member in self.active:
+            for member in self._active:
                 self._fail(member, error)
             self.active = []
             return None
@@ -608,7 +611,7 @@ class Engine:
         """Every member's policy action (before action noise), a row per member on the
         device: one batched graph of all members' θ and actor when the update is compiled,
         else each member's own (a stopped member's row is zeros)."""
-        acting = self._acting_graph()
+        acting = self._acting_graph() if self._acting_pending else self._acting
         if acting is not None:
             obs = self._obs.to(torch.float32)
             actions = acting(obs)
@@ -627,10 +630,22 @@ class Engine:
 
     def train_step(self) -> None:
         """One update of every member: one draw of every member's minibatch indices (and
-        of a sampled critic's ε), each member's bonus on its own rows, one batched update."""
+        of a sampled critic's ε), each member's bonus on its own rows, one batched update.
+        One member (a single run) makes its own: its minibatch drawn from its buffer, as the
+        stack's one draw of (1, batch) indices would draw it, without the stack's rows to
+        take apart."""
+        if not self._batched:
+            self._keep_active(self._own_update)
+            return
         batch = self.buffer.sample(self.members[0].config.batch_size, self.generator)
         self.state.draw_critic_noise(self.generator)  # a sampled critic's training point
         self.update(self.with_bonuses(batch))
+
+    def _own_update(self, member: Member) -> None:
+        """``member``'s update on a minibatch of its own buffer, with its bonus."""
+        batch = member.buffer.sample(member.config.batch_size, self.generator)
+        self.state.draw_critic_noise(self.generator)  # a sampled critic's training point
+        member.update(member.with_bonus(batch))
 
     def update(self, batch: Batch) -> None:
         """One update of every member on its rows of ``batch`` (members, batch, …): the
@@ -655,7 +670,7 @@ class Engine:
             rows = Batch(*(field[k] for field in batch))
             rewards[k] = member.with_bonus(rows).rewards
 
-        for member in self.active:
+        for member in self._active:
             self._call(member, scored)
         return batch._replace(rewards=rewards)
 

@@ -118,6 +118,10 @@ class MemberCounters:
     def __init__(self, rows: MemberRows, k: int) -> None:
         self.rows, self.k = rows, k
 
+    def count_update(self) -> None:
+        """One update more (``updates += 1`` in one write)."""
+        self.rows.updates[self.k] += 1
+
     def rebind(self, rows: MemberRows, k: int) -> None:
         """Point at row ``k`` of ``rows`` (a member regrouped into a stack of its own)."""
         self.rows, self.k = rows, k

@@ -114,7 +114,8 @@ class StackedObservationStatistics:
     def update(self, obs: np.ndarray | Tensor, rows: np.ndarray | None = None) -> None:
         """Add each member's observation (``obs``: a row per member), of the members whose
         ``rows`` are True only if given."""
-        x = _float64(obs, self.sum.device).reshape(self.sum.shape)
+        x = torch.as_tensor(obs, dtype=torch.float64, device=self.sum.device)
+        x = x.reshape(self.sum.shape)
         if rows is None:
             self.sum += x
             self.sumsq += x * x

@@ -202,14 +202,15 @@ class StackedReplayBuffer:
     ) -> None:  # fmt: skip
         """One transition of every member (each argument one row per member; tensors on
         the buffer's device are written without a copy to the host)."""
-        i = self.position
+        members = self.members
+        fill = members[0].fill  # (self.fill: a step reads it once)
+        i = fill.position
         values = (obs, actions, rewards, next_obs, terminated)
         for name, value in zip(ReplayBuffer.fields, values, strict=True):
             if not isinstance(value, Tensor):
                 value = torch.from_numpy(np.asarray(value))
             self.storage[name][:, i] = value  # cast to float32 by the copy
-        fill = self.fill
-        if fill is not self.members[-1].fill:  # written apart: every member's moves
+        if fill is not members[-1].fill:  # written apart: every member's moves
             self.join()
         fill.position = (i + 1) % self.capacity
         fill.size = min(fill.size + 1, self.capacity)

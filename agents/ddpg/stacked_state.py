@@ -34,7 +34,7 @@ from torch import Tensor
 import param_explore
 
 from ..common.critic_posterior import CRITIC_POSTERIORS
-from ..common.noise_redraw import redrawn
+from ..common.noise_redraw import redrawn_every_step
 from ..settings.learners import DDPGSettings
 from ..settings.memory import check_learners
 from ..settings.sharing import check_members_share
@@ -281,29 +281,28 @@ class StackedState:
         )
 
     def draw_noise(
-        self, resample: str, starting: np.ndarray, generator: torch.Generator
+        self, resample: str, starting: np.ndarray | None, generator: torch.Generator
     ) -> list[int]:
         """New ε for every member (per step), or for the members ``starting`` an episode
-        (per episode, ``resample``), from ``generator``: one ``normal_`` per parameter of
+        (per episode, ``resample``; a row each, None for none), from ``generator``: one
+        ``normal_`` per parameter of
         every member's (members, …) block, in the parameters' order — for one member the
         very draws of its optimizer's ``resample_noise``. The rows drawn (whose strategies
         then derive what they derive from ε: ``noise_changed``)."""
-        if self.noise is None:
+        every_step = redrawn_every_step(resample)
+        if self.noise is None or not (every_step or (starting is not None and starting.any())):
             return []
-        redraw = redrawn(resample, starting)
-        if redraw.all():
+        if every_step or starting.all():
             for stack in self.noise_stacks.values():
                 stack.normal_(generator=generator)
             rows = range(len(self.learners))
-        elif redraw.any():  # the others keep their episode's ε (and what derives from it)
-            starts = torch.as_tensor(redraw, device=self.device)
+        else:  # the others keep their episode's ε (and what derives from it)
+            starts = torch.as_tensor(starting, device=self.device)
             for stack in self.noise_stacks.values():
                 drawn = torch.empty_like(stack).normal_(generator=generator)
                 mask = starts.view(-1, *[1] * (stack.dim() - 1))
                 stack.copy_(torch.where(mask, drawn, stack))
-            rows = np.flatnonzero(redraw).tolist()
-        else:
-            return []
+            rows = np.flatnonzero(starting).tolist()
         if self._derives_from_noise:
             for k in rows:
                 self.learners[k].actor_optimizer.noise_changed()
@@ -330,7 +329,7 @@ class StackedState:
         flags = torch.as_tensor(applied, dtype=torch.float32)
         self.step_counts["critic"].add_(flags[:, :1].to(self.step_counts["critic"].device))
         self.step_counts["actor"].add_(flags[:, 1:].to(self.step_counts["actor"].device))
-        self.skipped.add_((1 - flags[:, 1]).to(self.skipped.device))
+        self.skipped.add_(torch.rsub(flags[:, 1], 1).to(self.skipped.device))  # 1 − applied
 
 
 def load_in_place(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> None:

@@ -32,7 +32,8 @@ class StepPhases(Protocol):
         ...
 
     def start_episodes(self) -> object:
-        """A new episode for every member whose last one ended; which members start one."""
+        """A new episode for every member whose last one ended; which members start one
+        (the driver's own form: a row each, None when none does)."""
         ...
 
     def draw_weight_noise(self, starting: object) -> None:
