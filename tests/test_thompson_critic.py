@@ -20,6 +20,7 @@ from agents.ddpg.networks import Critic
 from agents.ddpg.population import make_population
 from agents.ddpg.thompson import moved_units
 from agents.settings import DDPGSettings, RunSettings
+from agents.settings.files import load_yaml, preset_path
 
 SMALL = dict(hidden_sizes=[16, 16], learning_starts=64, batch_size=16, strategy="adam-plain")
 
@@ -259,3 +260,21 @@ def test_train_agent_with_a_sampled_critic_writes_and_resumes_its_runs(tmp_path,
     assert resumed.returncode == 0, resumed.stderr
     rows = (runs / "seed0" / "eval.csv").read_text().splitlines()
     assert [row.split(",")[0] for row in rows[1:]] == ["500", "1000", "1500"]
+
+
+@pytest.mark.slow
+def test_a_population_of_ivon_critics_with_layer_norm_compiles(recwarn):
+    """Inductor's C++ outer-loop fusion fails on this graph (torch 2.13; the sparse study's
+    networks): it compiles again without that fusion rather than running op by op
+    (agents.ddpg.compiled_update)."""
+    import agents.tasks  # noqa: F401  (registers the sparse tasks)
+
+    learner_keys = set(DDPGSettings.keys())
+    sparse = {key: value for key, value in load_yaml(preset_path("sparse-study")).items()
+              if key in learner_keys}  # fmt: skip
+    sparse.update(strategy="adam-plain", compile=True, critic_optimizer="ivon", buffer_size=1000)
+    config = DDPGSettings.from_values(sparse)
+    population = make_population("SparseCartpoleSwingup-v0", [config] * 2, [0, 1], device="cpu")
+    population.learn(210, [Callback() for _ in range(2)])
+    assert not [w for w in recwarn if "compile failed" in str(w.message)]
+    assert population._update.graph is not None and population.rows.updates.min() > 0

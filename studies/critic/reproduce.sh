@@ -26,6 +26,8 @@ cd "$(dirname "$0")"
 STEPS=${STEPS:-100000}
 WORKERS=${WORKERS:-2}
 read -r -a SEEDS <<< "${SEEDS:-10 11 12 13 14 15 16 17 18 19}"
+seeds=(--seeds "${SEEDS[@]}")  # a list of seeds (one number alone would be a count)
+if [ "${#SEEDS[@]}" -eq 1 ]; then seeds=(--seed "${SEEDS[0]}"); fi
 read -r -a EXTRA <<< "${TRAIN_ARGS:-}"  # flags after the study's own (a check's budget)
 read -r -a TASKS <<< "${TASKS:-SparseCartpoleSwingup-v0 SparseMountainCar-v0 Hopper-v4}"
 
@@ -65,7 +67,7 @@ critic_settings() {  # a critic's settings over its derived ones, as the pilot c
 if [ -z "${REPORT_ONLY:-}" ] && [ -z "${PILOT:-}" ]; then
   for task in "${TASKS[@]}"; do
     read -r -a own <<< "$(settings "$task")"
-    grid=(train_agent "${own[@]}" --env "$task" --seeds "${SEEDS[@]}" --steps "$STEPS"
+    grid=(train_agent "${own[@]}" --env "$task" "${seeds[@]}" --steps "$STEPS"
           --workers "$WORKERS" --compile --set save_replay_buffer=true --logdir runs)
     case "$task" in
       Hopper-v4) precision=100 ;;  # sigma_0 = 0.1

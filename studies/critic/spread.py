@@ -6,7 +6,8 @@ same states moved three standard deviations away (``critic_spread_far``), and ho
 held sample moved the acting actions (``critic_action_move``, ``critic_move_clipped``;
 docs/manual.md). This script tabulates them for every such arm of a task's run tree at
 10 k, 50 k and the last step: the median over seeds (and the seeds' range) of each, and of
-the ratio far / replay — above 1 where the posterior is wider away from its data.
+the ratio far / replay — above 1 where the posterior is wider away from its data. A
+chain's spread needs two held snapshots (two episodes); before, its cells read "–".
 
     python spread.py runs/SparseCartpoleSwingup-v0 --out SparseCartpoleSwingup-v0/spread.md
 """
@@ -29,7 +30,7 @@ def rows_at(explore: Path, steps: tuple[int, ...]) -> dict[int, dict[str, float]
     replay."""
     found: dict[int, dict[str, float]] = {}
     with open(explore, newline="") as f:
-        rows = [row for row in csv.DictReader(f) if row.get("critic_spread_replay")]
+        rows = [row for row in csv.DictReader(f) if row.get("critic_action_move")]
     last = int(rows[-1]["step"]) if rows else None
     for row in rows:
         step = int(row["step"])
