@@ -5,6 +5,7 @@ steps of each rule's equations, finite differences for ∇ₐQ̃), and end to en
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -260,6 +261,30 @@ def test_train_agent_with_a_sampled_critic_writes_and_resumes_its_runs(tmp_path,
     assert resumed.returncode == 0, resumed.stderr
     rows = (runs / "seed0" / "eval.csv").read_text().splitlines()
     assert [row.split(",")[0] for row in rows[1:]] == ["500", "1000", "1500"]
+
+
+def test_a_sampled_critic_resumes_as_the_uninterrupted_run(tmp_path, train_agent):
+    """A resume at an episode's end (Pendulum's are 200 steps) draws the next held sample and
+    every training ε from the restored generator: the critic, its posterior's state and the
+    actor equal the whole run's."""
+    args = ["--env", "Pendulum-v1", "--opt", "adam-plain", "--critic-opt", "ivon",
+            "--no-compile", "--no-progress", "--eval-every", "400", "--eval-episodes", "1",
+            "--set", "hidden_sizes=[16,16]", "--set", "save_replay_buffer=true"]  # fmt: skip
+    for logdir, steps in (("whole", ["600"]), ("parts", ["400", "600"])):
+        for total in steps:
+            result = train_agent(*args, "--logdir", logdir, "--steps", total, "--resume",
+                                 cwd=tmp_path)  # fmt: skip
+            assert result.returncode == 0, result.stderr
+    name = Path("Pendulum-v1") / "adam-plain+critic-ivon" / "seed0" / "checkpoints" / "latest.pt"
+    whole, parts = (torch.load(tmp_path / d / name, weights_only=True) for d in ("whole", "parts"))
+    for part in ("critic", "actor"):
+        for key, value in whole[part].items():
+            assert torch.equal(parts[part][key], value), (part, key)
+    saved = whole["critic_optimizer"]["state"]
+    assert saved and all("hess" in state for state in saved.values())
+    for index, state in saved.items():
+        for key, value in state.items():
+            assert torch.equal(parts["critic_optimizer"]["state"][index][key], value), key
 
 
 @pytest.mark.slow
