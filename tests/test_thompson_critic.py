@@ -202,6 +202,35 @@ def test_the_critic_steps_its_rule_at_its_sample(name, compiled, monkeypatch):
         )  # fmt: skip
 
 
+def test_the_actor_follows_the_held_sample_when_asked():
+    """actor_critic: sample trains the actor against the held θ̃_c: with θ̃_c set to the
+    critic's mean (which a step of size 0 leaves where it is) its update is the mean arm's
+    exactly, with another θ̃_c it is not."""
+
+    def actor_after_update(actor_critic: str, held_is_mean: bool) -> dict:
+        agent = DDPG("Pendulum-v1", seed=2, device="cpu", critic_optimizer="ivon",
+                     compile=False, **SMALL)  # fmt: skip
+        agent.learn(70)  # the same updates so far: against the mean
+        agent.thompson.actor_follows_sample = actor_critic == "sample"
+        for group in agent.critic_optimizer.param_groups:  # μ_c stays as the actor sees it
+            group["lr"] = 0.0
+        if held_is_mean:
+            with torch.no_grad():
+                params = dict(agent.critic.named_parameters())
+                for name, held in zip(agent.thompson.names, agent.thompson.weights, strict=True):
+                    held.copy_(params[name])
+        agent.train_step()
+        return {n: p.detach().clone() for n, p in agent.actor.named_parameters()}
+
+    mean = actor_after_update("mean", held_is_mean=False)
+    same = actor_after_update("sample", held_is_mean=True)
+    other = actor_after_update("sample", held_is_mean=False)
+    assert all(torch.equal(mean[n], same[n]) for n in mean)
+    assert not all(torch.equal(mean[n], other[n]) for n in mean)
+    sample = DDPG("Pendulum-v1", critic_optimizer="ivon", actor_critic="sample", **SMALL)
+    assert sample.thompson.actor_follows_sample and not sample.compiled
+
+
 # ----------------------------------------------------------------------------- the sample
 class Samples(Callback):
     """The held sample's first weight after every step."""
