@@ -85,12 +85,12 @@ if [ -z "${REPORT_ONLY:-}" ] && [ -z "${PILOT:-}" ]; then
   done
 fi
 
-# The reports, per task with its runs: success rate (sparse tasks) or return with rliable's
-# intervals, final and over the curve, P(X > Y) between every two arms, state coverage
-# (comparison.md); the critics' posterior spread at replayed and at distant states through
-# training (spread.md).
+# The reports, per task once its last arm (no noise) is there — a task's arms are committed
+# as they finish: success rate (sparse tasks) or return with rliable's intervals, final and
+# over the curve, P(X > Y) between every two arms, state coverage (comparison.md); the
+# critics' posterior spread at replayed and at distant states through training (spread.md).
 for task in "${TASKS[@]}"; do
-  if [ -d "runs/$task" ]; then
+  if [ -d "runs/$task/adam-plain" ]; then
     compare_runs "runs/$task" --at 50000,100000 --out "$task"
     python spread.py "runs/$task" --out "$task/spread.md"
   fi
