@@ -321,8 +321,10 @@ def test_the_committed_ivon_arms_resolve_again_under_the_first_preset(
     task, tree, protocol, variant, sweep
 ):
     """studies/ivon/reproduce.sh's commands for the committed ivon@ess=* arms (the first
-    preset as a --config layer) give each run's committed config.yaml back, value for value,
-    so the grid skips or resumes them rather than refusing a changed run."""
+    preset as a --config layer) give each run's committed config.yaml back, value for value
+    (and the keys added since at the values its file resolves to), so the grid skips or
+    resumes them rather than refusing a changed run."""
+    from agents.settings import RunSettings
     from agents.settings.resolve import resolve_runs
 
     root = Path(__file__).resolve().parents[1]
@@ -338,7 +340,10 @@ def test_the_committed_ivon_arms_resolve_again_under_the_first_preset(
     )
     (run,) = [r for r in runs if r.variant == variant]
     committed = root / "studies" / "ivon" / tree / task / f"ivon@{variant}" / "seed0"
-    assert run.values() == yaml.safe_load((committed / "config.yaml").read_text())
+    saved, values = yaml.safe_load((committed / "config.yaml").read_text()), run.values()
+    assert {key: values[key] for key in saved} == saved  # every committed value
+    # keys added since (a sampled critic's) resolve to the run's, as a resume reads them
+    assert RunSettings.from_values(saved).values() == values
 
 
 def test_ivon_trains_on_the_mean_loss_wherever_its_settings_leave_the_reduction_out():
