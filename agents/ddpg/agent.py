@@ -247,8 +247,8 @@ class DDPG:
         return self.thompson.moved(obs_t, action, self.actor.action_offset, self.actor.action_scale)
 
     def draw_critic_sample(self) -> None:
-        """A new held sample of a sampled critic (the engine calls it where
-        :meth:`ThompsonCritic.due` says)."""
+        """A new held sample of a sampled critic (the engine calls it at an episode's
+        start, or every ``critic_hold`` steps: :meth:`Engine.draw_weight_noise`)."""
         assert self.thompson is not None
         self.thompson.draw()
 

@@ -75,13 +75,6 @@ class ThompsonCritic:
         self.moves = moves
 
     # ----------------------------------------------------------------- the sample
-    def due(self, timesteps: int, starting: bool) -> bool:
-        """Whether a new sample is drawn before acting at a member's step ``timesteps``
-        (steps taken so far): at an episode's start, or every ``hold`` steps."""
-        if self.hold == 0:
-            return starting
-        return timesteps % self.hold == 0
-
     @torch.no_grad()
     def draw(self) -> None:
         """A new held sample θ̃ = μ + σ⊙ε, ε ~ N(0, I) from the member's generator."""
