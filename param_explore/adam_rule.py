@@ -34,6 +34,7 @@ from .traceable import (
     group_names,
     lerp_,
     single_group,
+    step_sqrt,
 )
 
 
@@ -52,18 +53,27 @@ class AdamCoefficients(NamedTuple):
 
     @classmethod
     def at_step(
-        cls, step: int, lr: float, betas: tuple[float, float], eps: float, decay: float = 0.0
+        cls,
+        step: int | Tensor,
+        lr: float,
+        betas: tuple[float, float],
+        eps: float | Tensor,
+        decay: float = 0.0,
     ) -> AdamCoefficients:
+        """The numbers of step ``step``: an int, or a float64 tensor of counts inside a
+        compiled graph (:func:`param_explore.traceable.step_sqrt`), whose numbers then
+        follow the counts it keeps on the device."""
         beta1, beta2 = betas
-        step_size = lr * math.sqrt(1.0 - beta2**step) / (1.0 - beta1**step)
-        return cls(beta1, beta2, 1.0 - beta1, 1.0 - beta2, step_size, eps, decay, lr, float(step))
+        step_size = lr * step_sqrt(1.0 - beta2**step) / (1.0 - beta1**step)
+        t = float(step) if isinstance(step, int) else step
+        return cls(beta1, beta2, 1.0 - beta1, 1.0 - beta2, step_size, eps, decay, lr, t)
 
     @classmethod
     def of_torch_adam(
-        cls, step: int, lr: float, betas: tuple[float, float], eps: float
+        cls, step: int | Tensor, lr: float, betas: tuple[float, float], eps: float
     ) -> AdamCoefficients:
         """torch's ``Adam``: it adds δ to the bias-corrected √ŝ, i.e. δ√(1 − γ₂ᵗ) to √s."""
-        return cls.at_step(step, lr, betas, eps * math.sqrt(1.0 - betas[1] ** step))
+        return cls.at_step(step, lr, betas, eps * step_sqrt(1.0 - betas[1] ** step))
 
 
 def adam_update_(

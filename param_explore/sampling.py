@@ -321,8 +321,9 @@ class WeightSampling:
     # its module-level rule function), with the step's numbers from :meth:`_coefficients`
     # and its σ from :meth:`_std`. The same serve :meth:`step` (``mode="eager"``: numbers as
     # Python floats, torch's fast foreach and fused kernels) and :meth:`traceable_step`
-    # (``mode="traced"``: numbers as 0-d tensors inside a compiled graph, so nothing
-    # step-dependent is baked in). The caller names the mode; no rule guesses it.
+    # (``mode="traced"``: numbers as 0-d tensors inside a compiled graph, which computes
+    # the step-dependent ones from the step count it keeps on the device). The caller names
+    # the mode; no rule guesses it.
 
     #: The per-parameter state tensors :meth:`_update` reads and writes (ε is ``noise``).
     _state_keys: tuple[str, ...] = ()
@@ -331,8 +332,11 @@ class WeightSampling:
         """The parameter's state, created on first use (with its ``step`` count)."""
         raise NotImplementedError
 
-    def _coefficients(self, group: Mapping, step: int) -> tuple:
-        """The numbers step ``step`` (≥ 1) of the rule needs, as a NamedTuple of floats."""
+    def _coefficients(self, group: Mapping, step: int | Tensor) -> tuple:
+        """The numbers step ``step`` (≥ 1) of the rule needs, as a NamedTuple of floats; for
+        a float64 tensor ``step`` (a compiled graph's count) its step-dependent numbers are
+        tensors: write them with ops that take either (``beta**step``,
+        :func:`~param_explore.traceable.step_sqrt`)."""
         raise NotImplementedError
 
     def _std(self, group: Mapping, state: StateTensors, c: tuple) -> list[Tensor]:

@@ -12,10 +12,11 @@ A :class:`TraceableStep` makes both explicit:
   graph updates them in place, so eager and compiled steps can alternate and
   ``state_dict()`` is the same either way;
 * ``coefficients(t)`` — every number step t needs (learning rate, bias corrections,
-  ...) as a NamedTuple of floats, computed eagerly. They enter the graph as tensors, so
-  nothing step-dependent is baked in and a changed learning rate takes effect;
-  :meth:`TraceableStep.advance` then moves the optimizer's step counts (``step_states``)
-  on, as ``step()`` would;
+  ...) as a NamedTuple: of floats for an int t (an eager step), of floats and 0-d tensors
+  for a float64 tensor t — the step count a compiled graph keeps on the device, from which
+  it computes the step-dependent numbers itself (nothing is read back or sent per step);
+  :meth:`TraceableStep.advance` moves the optimizer's step counts (``step_states``) on,
+  as ``step()`` would;
 * ``update(params, grads, state, c)`` — the step, in place;
 * ``training_point(params, state, c)`` — where the gradient for the step is taken:
   θ = μ + σ⊙ε for the variational strategies, μ for the others (as
@@ -30,6 +31,7 @@ every strategy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -61,7 +63,7 @@ class TraceableStep:
     state: StateTensors
     #: The per-parameter state dicts holding a ``step`` count (none for SGD).
     step_states: list[dict]
-    coefficients: Callable[[int], Coefficients]
+    coefficients: Callable[[int | Tensor], Coefficients]
     update: Callable[[list[Tensor], list[Tensor], StateTensors, Coefficients], None]
     training_point: Callable[[list[Tensor], StateTensors, Coefficients], list[Tensor]]
     #: The parameters' names (``param_groups``' ``param_names``), aligned with ``params``;
@@ -93,6 +95,13 @@ def lerp_(start: Tensor, end: Tensor, weight: Tensor) -> Tensor:
     weights below ½, start + w·(end − start) (a vmapped ``lerp_`` with a tensor weight has
     no batching rule and would loop over the members)."""
     return start.add_(weight * (end - start))
+
+
+def step_sqrt(value: float | Tensor) -> float | Tensor:
+    """√value of a number that depends on the step count: ``math.sqrt`` of a float (an eager
+    step, exactly as before), ``torch.sqrt`` of a tensor (the count a compiled graph keeps
+    on the device: ``coefficients`` called with a float64 tensor step)."""
+    return math.sqrt(value) if isinstance(value, float) else torch.sqrt(value)
 
 
 def at_mean(params: list[Tensor], state: StateTensors, c: Coefficients) -> list[Tensor]:

@@ -482,3 +482,79 @@ def test_a_population_prints_its_lines_once_for_all_its_members(tmp_path, capsys
     assert all("(min / median / max)" in line for line in evaluations)
     assert not any("/seed" in line and "eval return" in line for line in lines)
     assert any("seed-steps/s (3 members)" in line for line in ours)
+
+
+#: What reads a tensor on the host or sends one to the device: on a GPU each waits for it.
+HOST_CROSSINGS = {"item", "cpu", "numpy", "tolist", "to", "tensor", "as_tensor",
+                  "__bool__", "__int__", "__float__", "__index__"}  # fmt: skip
+
+
+class Crossings(torch.overrides.TorchFunctionMode):
+    """The names of the tensor functions called inside it that cross to or from the host."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in HOST_CROSSINGS:
+            self.seen.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_compiled_population_counts_its_steps_on_its_device(monkeypatch):
+    """The compiled update computes each member's numbers from its own step counts inside
+    the graph and moves them on there: no flag read back, nothing sent, per update. A
+    member whose update is skipped (a non-finite reward) keeps its counts and counts a
+    skip; its next steps take their bias corrections from its own count — the eager
+    population's updates, member by member, with the members' settings apart."""
+    from agents.ddpg.compiled_update import CompiledUpdate, run_traced_graph
+
+    monkeypatch.setattr(CompiledUpdate, "backend", staticmethod(run_traced_graph))
+    sides = [
+        make_population("Pendulum-v1",
+                        [settings("vadam", compile=c), settings("vadam", compile=c, critic_lr=3e-4,
+                                                                optimizer_kwargs={"lr": 5e-4})],
+                        SEEDS, "cpu")
+        for c in (False, True)
+    ]  # fmt: skip
+    rng = np.random.default_rng(1)
+    obs, next_obs = rng.normal(size=(2, 40, 2, OBS_DIM))
+    for population in sides:
+        for t in range(40):
+            population.buffer.add(obs[t], rng.uniform(-2, 2, (2, 1)) * 0, np.ones(2),
+                                  next_obs[t], np.zeros(2))  # fmt: skip
+        population.state.noise.copy_(torch.ones_like(population.state.noise))
+    eager, compiled = sides
+    crossings = Crossings()
+    for update in range(6):
+        index = rng.integers(40, size=(2, 8))
+        for population in sides:
+            storage = population.buffer.storage
+            batch = Batch(*(
+                torch.stack([storage[name][k][torch.as_tensor(index[k])] for k in range(2)])
+                for name in ReplayBuffer.fields
+            ))  # fmt: skip
+            if update == 2:  # member 1's update is skipped
+                batch = batch._replace(
+                    rewards=batch.rewards.clone().index_fill_(0, torch.tensor([1]), float("nan"))
+                )
+            if population is compiled and update > 0:  # compiled at the first
+                with crossings:
+                    population.update(batch)
+            else:
+                population.update(batch)
+    assert compiled._update.graph is not None
+    assert crossings.seen == []
+    for name, counts in compiled.state.step_counts.items():
+        expected = torch.tensor([6.0, 5.0]).unsqueeze(1).expand_as(counts)
+        assert torch.equal(counts, expected), name
+        assert torch.equal(counts, eager.state.step_counts[name]), name
+    assert [m.skipped_updates for m in compiled.members] == [0, 1]
+    assert [m.skipped_updates for m in eager.members] == [0, 1]
+    for a, b in zip(eager.members, compiled.members, strict=True):
+        for module in ("actor", "critic"):
+            for (name, p), q in zip(getattr(a, module).named_parameters(),
+                                    getattr(b, module).parameters(), strict=True):  # fmt: skip
+                torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=f"{module}.{name}")

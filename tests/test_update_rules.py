@@ -36,15 +36,17 @@ def initial_means():
 
 #: How the gradient is taken and the step made: the two eager paths of the sampling
 #: interface, and the traced form a compiled update runs (``param_explore.traceable``),
-#: here executed op by op.
-MODES = ["sampled_params", "sample", "traced"]
+#: here executed op by op — its numbers from the step as an int (``traced``) or, as a
+#: compiled update computes them, from a float64 tensor of its count (``counted``).
+MODES = ["sampled_params", "sample", "traced", "counted"]
 
 
-def traced_step(opt, params, loss_of) -> None:
+def traced_step(opt, params, loss_of, counted: bool = False) -> None:
     """One step through ``traceable_step()``: training point, gradient there, update."""
     step = opt.traceable_step()
-    numbers = step.coefficients(step.next_step())
-    c = pytree.tree_map(lambda value: torch.tensor(value, dtype=torch.float32), numbers)
+    t = step.next_step()
+    numbers = step.coefficients(torch.tensor(float(t), dtype=torch.float64) if counted else t)
+    c = pytree.tree_map(lambda value: torch.as_tensor(value).to(torch.float32), numbers)
     means = [p.detach() for p in params]
     with torch.no_grad():
         point = [t.clone().requires_grad_() for t in step.training_point(means, step.state, c)]
@@ -77,8 +79,8 @@ def run_optimizer(name: str | type, steps: int = STEPS, mode: str = "sampled_par
                 for th, ai, bi in zip(thetas, a, b)
             )
 
-        if mode == "traced":
-            traced_step(opt, params, loss_of)
+        if mode in ("traced", "counted"):
+            traced_step(opt, params, loss_of, counted=mode == "counted")
         elif mode == "sample":
             loss_of(opt.sample() if opt.gradient_at_sample else params).backward()
             opt.step()
@@ -478,3 +480,39 @@ def test_bayes_by_backprop_starts_at_the_prior_and_reports_its_kl():
     with torch.no_grad():
         p.fill_(1.0)
     assert opt.kl_divergence_to_prior() == pytest.approx(3 * 0.5 * 1.0 / 0.25)
+
+
+def traceable_optimizers():
+    """A fresh optimizer of every strategy with a traced form, and torch's Adam (the
+    critic's), each over one small parameter."""
+    from agents.ddpg.compiled_update import critic_traceable_step
+
+    found = {}
+    for name in pe.available_optimizers():
+        if name == "noisy-kfac":  # no traced form (it watches its layers)
+            continue
+        params = [torch.nn.Parameter(torch.zeros(3))]
+        step = pe.make_optimizer(name, params).traceable_step()
+        found[name] = step
+    adam = torch.optim.Adam([torch.nn.Parameter(torch.zeros(3))], lr=3e-4, betas=(0.9, 0.999))
+    found["torch-adam"] = critic_traceable_step(adam)
+    return found
+
+
+@pytest.mark.parametrize("t", [1, 2, 17, 1000, 31_000, 10**6])
+def test_numbers_from_a_counted_step_are_the_eager_numbers(t):
+    """The numbers a compiled graph computes from its float64 count t are, rounded to
+    float32, those the eager step computes in Python from the int t: in Adam's step size
+    α√(1 − γ₂ᵗ)/(1 − γ₁ᵗ), written out here by hand, and in every other number."""
+    for name, step in traceable_optimizers().items():
+        eager = pytree.tree_leaves(step.coefficients(t))
+        counted = pytree.tree_leaves(step.coefficients(torch.tensor(float(t), dtype=torch.float64)))
+        assert len(eager) == len(counted), name
+        for e, c in zip(eager, counted):
+            expected = torch.tensor(float(e), dtype=torch.float32)
+            assert torch.equal(torch.as_tensor(c).to(torch.float32), expected), (name, e, c)
+    step_size = 3e-4 * np.sqrt(1 - 0.999**t) / (1 - 0.9**t)
+    adam = traceable_optimizers()["torch-adam"].coefficients(
+        torch.tensor(float(t), dtype=torch.float64)
+    )
+    assert float(adam.step_size) == pytest.approx(step_size, rel=1e-12)

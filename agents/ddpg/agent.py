@@ -395,12 +395,12 @@ class DDPG:
         self.counters.count_update()
 
     def _chosen_update(self, compile: bool) -> ChosenUpdate:
-        """Its update; compiled, it counts its applied steps and skips on its stack of one,
-        one op per optimizer (its step counts are views of the stack's)."""
+        """Its update; compiled, its graph moves its step counts and skips on, on its stack
+        of one (its optimizers' step counts are views of the stack's row)."""
         return ChosenUpdate(
             compile,
             False,
-            lambda: CompiledUpdate(self.learner, applied=self._stack.count_applied),
+            lambda: CompiledUpdate(self.learner, counts=lambda: self._stack.counts_of(0)),
             EagerUpdate(self.learner),
         )
 

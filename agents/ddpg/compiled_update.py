@@ -17,10 +17,16 @@ updates the agent's tensors in place, so eager and compiled steps can alternate,
 checkpoint is the same either way. Called directly, the compiled function has no
 TorchDynamo guards to check per call.
 
-What stays eager: drawing the minibatch (the agent's generator), advancing the step
-counts (:attr:`TraceableStep.coefficients`), acting and the noise draw. The result is
-the eager update's up to float rounding (different summation and fusion order); tests
-compare them over several steps for every traceable strategy.
+The step's numbers (bias corrections, learning rates) are computed inside the graph from
+the optimizers' step counts, which live on the run's device and which the graph moves on
+by the steps it applied: no flag is read back and nothing is sent to the device per update
+(on a GPU either would wait for the update to finish). The optimizers' settings enter the
+graph as constants: a changed setting of one learner is seen at its next update, which
+compiles the graph again; a population's members keep their settings while they train.
+
+What stays eager: drawing the minibatch (the agent's generator), acting and the noise
+draw. The result is the eager update's up to float rounding (different summation and
+fusion order); tests compare them over several steps for every traceable strategy.
 """
 
 from __future__ import annotations
@@ -30,7 +36,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import Tensor, fx, nn
 from torch._guards import TracingContext, tracing
@@ -141,9 +146,9 @@ class CompilationError(RuntimeError):
 
 @dataclass
 class GraphState:
-    """What the update graph reads and writes besides the minibatch and the step's numbers:
-    one learner's own tensors, or the tensors of a population's members stacked along a
-    leading member dimension (each member's own tensors are views of them)."""
+    """What the update graph reads and writes besides the minibatch: one learner's own
+    tensors, or the tensors of a population's members stacked along a leading member
+    dimension (each member's own tensors are views of them)."""
 
     critic: list[Tensor]
     actor: list[Tensor]
@@ -159,10 +164,24 @@ class GraphState:
     #: Set by the graph: whether the critic's and the actor's steps were applied (both are
     #: skipped for a non-finite loss or gradient), (2,) or (members, 2).
     applied: Tensor
+    #: The critic's and the actor's optimizers' per-parameter step counts, (parameters,)
+    #: or (members, parameters), on the device (the optimizers' ``step`` states are views
+    #: of them): what the graph computes its numbers from, and moves on by the steps applied.
+    critic_counts: Tensor
+    actor_counts: Tensor
+    #: The updates skipped (the actor's step not applied), () or (members,).
+    skipped: Tensor
 
     @classmethod
-    def of(cls, learner: UpdateState, critic: TraceableStep, actor: TraceableStep) -> GraphState:
-        """One learner's own tensors (the steps' states are its optimizers')."""
+    def of(
+        cls,
+        learner: UpdateState,
+        critic: TraceableStep,
+        actor: TraceableStep,
+        counts: tuple[Tensor, Tensor],
+    ) -> GraphState:
+        """One learner's own tensors (the steps' states are its optimizers'; ``counts``,
+        the critic's and the actor's step counts, views of its stack's row)."""
         t = learner.tensors()
         return cls(
             [p.detach() for p in t.critic],
@@ -175,6 +194,8 @@ class GraphState:
             actor.state,
             {n: b.detach() for n, b in learner.actor.named_buffers()},
             torch.ones(2, device=t.loss_sums.device),
+            *counts,
+            learner.skipped,
         )
 
     def leaves(self) -> dict:
@@ -207,21 +228,18 @@ class CompiledUpdate:
         self,
         learner: UpdateState | Sequence[UpdateState],
         stacked: Callable[[], GraphState] | None = None,
-        applied: Callable[[np.ndarray], None] | None = None,
+        counts: Callable[[], tuple[Tensor, Tensor]] | None = None,
     ) -> None:
-        """``learner``: one learner; or a population's members with ``stacked``, which gives
-        their stacked :class:`GraphState` (again after a member's state was replaced).
-        ``applied``, told after every update which member's critic and actor steps were
-        applied (a (members, 2) array), counts the steps and skips, all members at once (a
-        learner's stacked state, :meth:`StackedState.count_applied`); without it, one
-        learner's are counted here, parameter by parameter."""
+        """``learner``: one learner with ``counts``, which gives its optimizers' step counts
+        (the critic's, the actor's: views of its stack's row, :meth:`StackedState.counts_of`);
+        or a population's members with ``stacked``, which gives their stacked
+        :class:`GraphState` (again after a member's state was replaced)."""
         self._learners = [learner] if isinstance(learner, UpdateState) else list(learner)
-        self._stacked = stacked
+        if (stacked is None) == (counts is None):
+            raise TypeError("CompiledUpdate takes stacked members or one learner's counts")
+        self._stacked, self._counts = stacked, counts
         self._population = stacked is not None
-        self._on_applied = applied
         self._coefficient_layout: dict[str, pytree.TreeSpec] = {}
-        #: whether each optimizer's numbers flatten by _tuple_leaves (pytree's order)
-        self._tuple_flattens: dict[str, bool] = {}
         self._compiled: Callable[..., object] | None = None
         self.bind()
 
@@ -231,12 +249,8 @@ class CompiledUpdate:
         self.backend = run_traced_graph
         self._compiled = None
 
-    def coefficient_layout(self, name: str) -> pytree.TreeSpec:
-        """How optimizer ``name``'s numbers are packed in :meth:`coefficients`' rows."""
-        return self._coefficient_layout[name]
-
     def bind(self) -> None:
-        """Collect the tensors the graph reads and updates, and the step numbers.
+        """Collect the tensors the graph reads and updates, and the optimizers' settings.
 
         Call again whenever the optimizers' state may have been replaced or stepped
         outside this graph (``DDPG.load_state_dict`` does)."""
@@ -256,113 +270,108 @@ class CompiledUpdate:
                     raise UntraceableOptimizerError(
                         "a compiled update needs optimizers built from named parameters"
                     )
+                step.next_step()  # refuses counts that have parted
             self._steps.append(steps)
-        # Step numbers are read from the optimizers' state once and then counted here:
-        # reading a step tensor on a GPU every update would synchronise with it.
-        self._next_steps = np.array(
-            [[steps["critic"].next_step(), steps["actor"].next_step()] for steps in self._steps]
-        )
-        # The numbers of a step depend on an optimizer's settings and the step's count only:
-        # a population computes them once per distinct pair at each step (its members mostly
-        # share both; their settings are fixed while they train). One learner computes them
-        # every step, so that a learning rate changed meanwhile takes effect.
-        #: Each learner's settings of each optimizer as a number (equal settings, equal
-        #: numbers): what, with its step count, decides its coefficients.
-        self._settings_ids = {
-            name: np.array(
-                _numbered([_settings_key(learner, name) for learner in self._learners]),
-                dtype=np.int64,
-            )
-            for name in ("critic", "actor")
-        }
-        #: The last packed numbers of each optimizer, with the step counts they are of.
-        self._packed_numbers: dict[str, tuple[bytes, Tensor]] = {}
         first = self._steps[0]
         if self._stacked is None:
-            self._state = GraphState.of(self._learners[0], first["critic"], first["actor"])
+            self._state = GraphState.of(
+                self._learners[0], first["critic"], first["actor"], self._counts()
+            )
         else:
             self._state = self._stacked()
-        self._update_numbers = self._packed(
-            [[learner.settings.gamma, learner.settings.tau] for learner in self._learners]
+        self._bind_settings()
+        self._update_numbers = torch.tensor(
+            [[learner.settings.gamma, learner.settings.tau] for learner in self._learners],
+            dtype=torch.float32,
+            device=self._state.applied.device,
         )
-        # The leaves the graph reads every call, flattened once; the minibatch and the
-        # step's numbers are appended per call.
-        self._static_inputs = pytree.tree_leaves(self._state.leaves())
-
-    def coefficients(self, name: str) -> Tensor:
-        """The numbers of every learner's coming step of optimizer ``name`` in one tensor,
-        (k,) or (members, k) (their layout remembered): what the update reads, and a
-        population's acting (θ from σ) too."""
-        column = ("critic", "actor").index(name)
-        steps = self._next_steps[:, column]
-        counts = steps.tobytes()
-        last = self._packed_numbers.get(name)
-        if self._population and last is not None and last[0] == counts:
-            return last[1]  # acting and the update read the same step's numbers
         if not self._population:
-            packed = self._packed([self._numbers(0, name, int(steps[0]))])
-            self._packed_numbers[name] = (counts, packed)
-            return packed
-        # Computed once per distinct (settings, step count) of this step, in one host loop
-        # over those (one, as a rule), not over the members.
-        pairs = np.stack([self._settings_ids[name], steps], axis=1)
-        _, firsts, inverse = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
-        table = self._packed([self._numbers(k, name, int(steps[k])) for k in firsts])
-        if len(firsts) == 1:
-            packed = table.expand(len(steps), -1).contiguous()
-        else:
-            packed = table[torch.as_tensor(inverse.reshape(-1), device=table.device)]
-        self._packed_numbers[name] = (counts, packed)
-        return packed
+            self._update_numbers = self._update_numbers[0]
+        # The leaves the graph reads every call, flattened once; the minibatch is appended
+        # per call.
+        self._static_inputs = [*pytree.tree_leaves(self._state.leaves()), self._update_numbers]
+        if self._population:
+            self._static_inputs.append(self.member_settings)
 
-    def _numbers(self, k: int, name: str, step: int) -> list[float]:
-        """Learner ``k``'s numbers of step ``step`` of optimizer ``name``, flat: by
-        :func:`_tuple_leaves` once the layout is known and it flattens as pytree does
-        (checked on the first tree)."""
-        tree = self._steps[k][name].coefficients(step)
-        if self._tuple_flattens.get(name):
-            return _tuple_leaves(tree)
-        numbers, layout = pytree.tree_flatten(tree)
-        if name not in self._coefficient_layout:  # the graph's, fixed
-            self._coefficient_layout[name] = layout
-            self._tuple_flattens[name] = isinstance(tree, tuple) and _tuple_leaves(tree) == numbers
-        return numbers
+    def _bind_settings(self) -> None:
+        """The learners' distinct settings of each optimizer, which the graph holds as
+        constants: the first learner of each, and each learner's (members, 2) index into
+        them (a population's members mostly share them; their settings stay as they are
+        while they train). One learner's settings are seen again before every update."""
+        self._settings_firsts: dict[str, list[int]] = {}
+        ids = []
+        for name in ("critic", "actor"):
+            numbers = _numbered([_settings_key(learner, name) for learner in self._learners])
+            self._settings_firsts[name] = [numbers.index(k) for k in range(max(numbers) + 1)]
+            ids.append(numbers)
+        #: Each member's index of its critic's and its actor's settings, (members, 2).
+        self.member_settings = torch.tensor(
+            ids, dtype=torch.int64, device=self._state.applied.device
+        ).T.contiguous()
+        self._settings_seen = self._settings_now()
 
-    def _packed(self, rows: list[list[float]]) -> Tensor:
-        """Rows of numbers as one float32 tensor on the device: (rows, k) for a
-        population, the one row's (k,) for one learner."""
-        packed = torch.tensor(rows, dtype=torch.float32, device=self._state.applied.device)
-        return packed if self._population else packed[0]
+    def _settings_now(self) -> list | None:
+        """One learner's optimizers' groups as they are now (compared whole: their
+        parameter lists are the same objects), None for a population."""
+        if self._population:
+            return None
+        learner = self._learners[0]
+        return [
+            [dict(group) for group in learner.critic_optimizer.param_groups],
+            [dict(group) for group in learner.actor_optimizer.param_groups],
+        ]
+
+    def coefficient_layout(self, name: str) -> pytree.TreeSpec:
+        """How optimizer ``name``'s numbers are flattened (known once they were traced)."""
+        return self._coefficient_layout[name]
+
+    def traced_numbers(self, name: str, counts: Tensor, settings: Tensor | None) -> tuple:
+        """The numbers of one learner's coming step of optimizer ``name``, as 0-d float32
+        tensors, computed inside a graph (the update's, a population's acting) from its
+        step counts ``counts`` (its parameters', equal) and, in a population, its row of
+        the members' settings indices ``settings``.
+
+        The step-dependent numbers (bias corrections) are computed in float64 from
+        t = count + 1, the rest are the settings' floats, each rounded once to float32: the
+        numbers the eager step computes in Python, rounded as they always were."""
+        t = counts[0].double() + 1 if counts.shape[-1] else 1
+        column = ("critic", "actor").index(name)
+        rows = []
+        for k in self._settings_firsts[name]:
+            tree = self._steps[k][name].coefficients(t)
+            leaves, layout = pytree.tree_flatten(tree)
+            self._coefficient_layout.setdefault(name, layout)
+            rows.append(
+                [
+                    x.to(torch.float32)
+                    if isinstance(x, Tensor)
+                    else counts.new_full((), x, dtype=torch.float32)
+                    for x in leaves
+                ]
+            )
+        if len(rows) == 1:
+            leaves = rows[0]
+        else:  # members of several settings: each takes its own
+            leaves = [torch.stack(values)[settings[column]] for values in zip(*rows)]
+        return pytree.tree_unflatten(leaves, self._coefficient_layout[name])
 
     @torch.no_grad()
     def __call__(self, batch: Batch) -> None:
         """One update (of every member). The first call compiles; if that fails it raises
         :class:`CompilationError` having changed nothing."""
-        coefficients = [self.coefficients("critic"), self.coefficients("actor")]
-        coefficients.append(self._update_numbers)
-        self._coefficient_layout.setdefault("update", None)
-        inputs = [*self._static_inputs, *batch, *coefficients]
+        if not self._population and self._settings_now() != self._settings_seen:
+            self._bind_settings()  # a changed setting: its constants, compiled again
+            self._compiled = None
+        inputs = [*self._static_inputs, *batch]
         if self._compiled is None:
             tree = {
                 "state": self._state.leaves(),
+                "update": self._update_numbers,
+                **({"settings": self.member_settings} if self._population else {}),
                 "batch": list(batch),
-                "coefficients": coefficients,
             }
             self._compile(inputs, tree)
         self._compiled(*inputs)
-        # A skipped step changed no tensor, so its step count stays too. Reading the flags
-        # is free on a CPU (a sync on a GPU).
-        applied = self._state.applied.reshape(-1, 2).cpu().numpy().astype(np.int64)
-        self._next_steps += applied
-        if self._on_applied is not None:
-            self._on_applied(applied)
-            return
-        (critic_applied, actor_applied), learner = applied[0], self._learners[0]
-        if not actor_applied:
-            learner.skipped += 1
-        for name, done in (("critic", critic_applied), ("actor", actor_applied)):
-            if done:
-                self._steps[0][name].advance()
 
     def _compile(self, inputs: list[Tensor], tree: dict) -> None:
         leaves, self._spec = pytree.tree_flatten(tree)
@@ -381,13 +390,10 @@ class CompiledUpdate:
         """:func:`ddpg_update` on one learner's graph inputs (traced once, with fake tensors;
         vmapped over a population's members)."""
         inputs = pytree.tree_unflatten(list(flat), self._spec)
-        critic_c, actor_c, update_c = (
-            pytree.tree_unflatten(list(packed.unbind()), self._coefficient_layout[name])
-            if self._coefficient_layout[name] is not None
-            else packed.unbind()
-            for name, packed in zip(("critic", "actor", "update"), inputs["coefficients"])
-        )
         s = inputs["state"]
+        member_settings = inputs.get("settings")
+        critic_c = self.traced_numbers("critic", s["critic_counts"], member_settings)
+        actor_c = self.traced_numbers("actor", s["actor_counts"], member_settings)
         first, steps = self._learners[0], self._steps[0]
         tensors = UpdateTensors(
             s["critic"], s["actor"], s["target_critic"], s["target_actor"], s["loss_sums"],
@@ -402,9 +408,10 @@ class CompiledUpdate:
             (steps["critic"], s["critic_state"], critic_c),
             (steps["actor"], s["actor_state"], actor_c),
             s["applied"],
+            (s["critic_counts"], s["actor_counts"], s["skipped"]),
             critic_sampled=first.thompson is not None,
         )
-        gamma, tau = update_c
+        gamma, tau = inputs["update"].unbind()
         settings = dataclasses.replace(first.settings, gamma=gamma, tau=tau)
         ddpg_update(tensors, inputs["batch"], settings, run)
         return ()
@@ -412,7 +419,9 @@ class CompiledUpdate:
 
 class TracedExecution:
     """:func:`ddpg_update` as a graph: functional networks, ``grad_and_value``, the
-    optimizers' ``TraceableStep``s, and a skipped step as a select (no host decision)."""
+    optimizers' ``TraceableStep``s, and a skipped step as a select (no host decision),
+    counted on the device: a step applied moves its optimizer's step counts on, an actor's
+    step skipped counts a skipped update."""
 
     def __init__(
         self,
@@ -424,6 +433,7 @@ class TracedExecution:
         critic_step: tuple[TraceableStep, StateTensors, Coefficients],
         actor_step: tuple[TraceableStep, StateTensors, Coefficients],
         applied: Tensor,
+        counts: tuple[Tensor, Tensor, Tensor],
         critic_sampled: bool = False,
     ) -> None:
         """``critic_sampled``: the critic's gradient is taken at its step's training point
@@ -434,6 +444,7 @@ class TracedExecution:
         self._buffers = actor_buffers
         self._critic_step, self._actor_step = critic_step, actor_step
         self._applied = applied
+        self._critic_counts, self._actor_counts, self._skipped = counts
 
     def q_value(self, critic: list[Tensor], obs: Tensor, actions: Tensor) -> Tensor:
         return functional_call(self._critic, dict(zip(self._critic_names, critic)), (obs, actions))
@@ -465,9 +476,14 @@ class TracedExecution:
 
     def step_critic(self, critic: list[Tensor], grads: list[Tensor], ok: Tensor) -> None:
         self._step(self._critic_step, critic, grads, ok, 0)
+        with torch.no_grad():
+            self._critic_counts.add_(ok.to(self._critic_counts.dtype))
 
     def step_actor(self, actor: list[Tensor], grads: list[Tensor], ok: Tensor) -> None:
         self._step(self._actor_step, actor, grads, ok, 1)
+        with torch.no_grad():
+            self._actor_counts.add_(ok.to(self._actor_counts.dtype))
+            self._skipped.add_((~ok).to(self._skipped.dtype))
 
     def _step(
         self,
@@ -537,17 +553,3 @@ def _skip_unused_columns(graph: fx.GraphModule) -> None:
         graph.graph.erase_node(node)
     graph.graph.lint()
     graph.recompile()
-
-
-def _tuple_leaves(tree: tuple) -> list[float]:
-    """The numbers of a tree of (named) tuples, depth first in field order — pytree's
-    leaves of it — in a Python call per tuple: a single run flattens two such trees an
-    update, and pytree's flatten took ~80 calls a tree (three fifths of the Python calls of
-    a sparse single run's update, docs/speed.md)."""
-    leaves: list[float] = []
-    for value in tree:
-        if isinstance(value, tuple):
-            leaves.extend(_tuple_leaves(value))
-        else:
-            leaves.append(value)
-    return leaves

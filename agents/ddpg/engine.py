@@ -262,9 +262,7 @@ class Engine:
         (noisy K-FAC), whose members step one by one (:meth:`_members_update`)."""
         if self.state.actor_state is None:
             return None
-        return CompiledUpdate(
-            self.state.learners, stacked=self.state.graph_state, applied=self.state.count_applied
-        )
+        return CompiledUpdate(self.state.learners, stacked=self.state.graph_state)
 
     def _members_update(self, batch: Batch) -> None:
         """Each active member's own update on its rows of ``batch``: one that raises stops
@@ -729,26 +727,27 @@ class BatchedActing:
     population's traced update): σ from the strategy's one formula."""
 
     def __init__(self, engine: Engine, compile: bool) -> None:
-        self._engine = engine
         self._compile = compile
         first = engine.members[0]
         self._step = first.actor_optimizer.traceable_step()
         self._actor = first.actor
         state = engine.state.graph_state()
-        self._inputs = [*state.actor, *pytree.tree_leaves(state.actor_state), *state.obs_moments]
-        self._buffers = state.actor_buffers
+        self._update = engine._update.graph
+        members = self._update.member_settings
+        self._inputs = [*state.actor, *pytree.tree_leaves(state.actor_state), *state.obs_moments,
+                        *state.actor_buffers.values(), state.actor_counts, members]  # fmt: skip
         self._spec = pytree.tree_structure(
             (state.actor, state.actor_state, state.obs_moments, state.actor_buffers)
         )
         self._compiled: Callable[..., Tensor] | None = None
 
     def _act(self, *flat: Tensor) -> Tensor:
-        *leaves, coefficients, obs = flat
+        *leaves, counts, members, obs = flat
         actor, state, moments, buffers = pytree.tree_unflatten(leaves, self._spec)
         if moments:  # the networks see normalised observations
             obs = normalized_observations(obs, *moments)
-        layout = self._engine._update.graph.coefficient_layout("actor")
-        c = pytree.tree_unflatten(list(coefficients.unbind()), layout)
+        # θ from σ of the coming step: its numbers from the members' counts, in the graph
+        c = self._update.traced_numbers("actor", counts, members)
         with torch.no_grad():
             theta = self._step.training_point(actor, state, c)
             weights = {**dict(zip(self._step.names, theta, strict=True)), **buffers}
@@ -756,8 +755,7 @@ class BatchedActing:
 
     @torch.no_grad()
     def __call__(self, obs: Tensor) -> Tensor:
-        coefficients = self._engine._update.graph.coefficients("actor")
-        inputs = [*self._inputs, *self._buffers.values(), coefficients, obs]
+        inputs = [*self._inputs, obs]
         if self._compiled is None:
             self._compiled = _batched_graph(self._act, inputs, compile=self._compile)
         return _output(self._compiled(*inputs))

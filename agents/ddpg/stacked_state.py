@@ -183,14 +183,14 @@ class StackedState:
             else []
         )
         self.critic_moves = torch.zeros(len(self.learners), 3, device=self.device)
-        self.step_counts = {"critic": _stack_step_counts(critic_steps)}
+        self.step_counts = {"critic": _stack_step_counts(critic_steps, self.device)}
         try:
             actor_steps = [optimizer.traceable_step() for optimizer in optimizers]
         except param_explore.UntraceableOptimizerError:  # noisy K-FAC: each member steps
             self.actor_state: dict[str, list[Tensor]] | None = None
         else:
             self.actor_state = _stack_state(actor_steps, {"noise": self.noise_stacks})
-            self.step_counts["actor"] = _stack_step_counts(actor_steps)
+            self.step_counts["actor"] = _stack_step_counts(actor_steps, self.device)
         counters = _stack_tensors(
             [
                 {"loss_sums": learner.loss_sums, "skipped": learner.skipped}
@@ -278,7 +278,15 @@ class StackedState:
             {key: self.actor_state[key] for key in actor_steps.state},
             self.actor_buffers,
             self.applied,
+            self.step_counts["critic"],
+            self.step_counts["actor"],
+            self.skipped,
         )
+
+    def counts_of(self, k: int) -> tuple[Tensor, Tensor]:
+        """Member ``k``'s critic's and actor's step counts (views of its rows): what its
+        own compiled update reads and moves on."""
+        return self.step_counts["critic"][k], self.step_counts["actor"][k]
 
     def draw_noise(
         self, resample: str, starting: np.ndarray | None, generator: torch.Generator
@@ -320,16 +328,6 @@ class StackedState:
         members whose ``rows`` are True only if given; nothing without statistics."""
         if self.obs_statistics is not None:
             self.obs_statistics.update(obs, rows)
-
-    def count_applied(self, applied: np.ndarray) -> None:
-        """Count every member's applied steps and skipped updates (one op per optimizer).
-
-        Each count is added where it lives: torch's optimizers keep ``step`` on the CPU
-        beside parameters on a GPU, the skipped counts live on the device."""
-        flags = torch.as_tensor(applied, dtype=torch.float32)
-        self.step_counts["critic"].add_(flags[:, :1].to(self.step_counts["critic"].device))
-        self.step_counts["actor"].add_(flags[:, 1:].to(self.step_counts["actor"].device))
-        self.skipped.add_(torch.rsub(flags[:, 1], 1).to(self.skipped.device))  # 1 − applied
 
 
 def load_in_place(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> None:
@@ -433,12 +431,20 @@ def _replace_state(step: param_explore.TraceableStep, key: str, index: int, view
     step.state[key][index] = view
 
 
-def _stack_step_counts(steps: Sequence[param_explore.TraceableStep]) -> Tensor:
-    """Each optimizer's per-parameter step counts stacked, (members, parameters); the
-    optimizers' own become views: every member's count moves with one op."""
+def _stack_step_counts(
+    steps: Sequence[param_explore.TraceableStep], device: torch.device
+) -> Tensor:
+    """Each optimizer's per-parameter step counts stacked, (members, parameters), on the
+    members' ``device``; the optimizers' own become views: a compiled update moves every
+    member's counts on inside its graph, with nothing read back.
+
+    On a GPU torch's own ``Adam`` then finds its ``step`` there, as with ``capturable``;
+    an eager step reads it (a sync), which a compiled update never does."""
     if not steps[0].step_states:
-        return torch.zeros(len(steps), 0)
-    stack = torch.stack([torch.stack([s["step"] for s in step.step_states]) for step in steps])
+        return torch.zeros(len(steps), 0, device=device)
+    stack = torch.stack([torch.stack([s["step"] for s in step.step_states]) for step in steps]).to(
+        device
+    )
     for k, step in enumerate(steps):
         for i, state in enumerate(step.step_states):
             state["step"] = stack[k, i]
