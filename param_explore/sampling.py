@@ -558,9 +558,17 @@ def advance_steps(states: list[dict]) -> dict[int, list[int]]:
     return buckets
 
 
-def _coming_step(states: list[dict]) -> int:
-    """The number of the parameters' coming step (1 before the first)."""
-    return int(states[0]["step"]) + 1 if states else 1
+def _coming_step(states: list[dict]) -> int | Tensor:
+    """The number of the parameters' coming step (1 before the first): an int from a count
+    on the CPU; from a count on an accelerator (a population's or a compiled run's counts
+    live there, :mod:`agents.ddpg.stacked_state`) a float64 tensor, computed there: reading
+    it would wait for the device, once per action of a sampling strategy."""
+    if not states:
+        return 1
+    count = states[0]["step"]
+    if count.device.type == "cpu":
+        return int(count) + 1
+    return count.double() + 1
 
 
 def state_by_name(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> dict[str, Any]:

@@ -516,3 +516,23 @@ def test_numbers_from_a_counted_step_are_the_eager_numbers(t):
         torch.tensor(float(t), dtype=torch.float64)
     )
     assert float(adam.step_size) == pytest.approx(step_size, rel=1e-12)
+
+
+def test_sigma_from_a_counted_step_is_sigma_from_the_int_step():
+    """A sampling strategy's σ with the numbers of a count kept on an accelerator (a float64
+    tensor, which acting reads without waiting for the device) is its σ from the int count."""
+    for name in pe.available_optimizers():
+        if name == "noisy-kfac":
+            continue
+        opt = pe.make_optimizer(name, [torch.nn.Parameter(torch.randn(4, 3))])
+        if not isinstance(opt, pe.WeightSampling) or type(opt)._std is pe.WeightSampling._std:
+            continue
+        group = opt.param_groups[0]
+        states = [opt._init_state(group, p) for p in group["params"]]
+        state = {key: [s[key] for s in states] for key in opt._state_keys}
+        for t in (1, 7, 5000):
+            from_int = opt._std(group, state, opt._coefficients(group, t))
+            counted = torch.tensor(float(t), dtype=torch.float64)
+            from_tensor = opt._std(group, state, opt._coefficients(group, counted))
+            for a, b in zip(from_int, from_tensor, strict=True):
+                assert torch.equal(a, b.to(a.dtype)), (name, t)
