@@ -8,7 +8,9 @@ the strategy's preset over ``configs/ddpg.yaml``, the task's study file, then
 native engine unless a file says otherwise); ``--eager`` times the uncompiled update too,
 after it. ``--task halfcheetah``: HalfCheetah-v4 with Khan et al.'s 400-300 networks;
 ``--task sparse``: SparseMountainCar-v0 with ``configs/sparse-study.yaml`` (64-64 networks,
-normalised actions, 50 updates every 100 steps); ``--strategy`` (``vadam``) picks the preset.
+normalised actions, 50 updates every 100 steps); ``--strategy`` (``vadam``) picks the preset;
+``--cuda-graph`` times the compiled update replayed from a CUDA graph too
+(:mod:`agents.ddpg.captured_call`: whether it pays decides whether it becomes a setting).
 Its envs come from ``make_vector_env`` as a population run's do (``auto``: on a CUDA device
 MuJoCo Warp where it is installed, the car as torch code; on the CPU one ``mujoco.batch``,
 the numpy car; ``--backend`` picks). It is warmed for ``--warmup`` steps past
@@ -27,7 +29,7 @@ test episodes: ``benchmarks/timed_train.py`` times whole runs). It prints, for e
     python benchmarks/device_step.py [--device cpu|cuda] [--members 1 10 100]
                                      [--steps 500] [--backend auto|warp|torch|batch]
                                      [--task halfcheetah|sparse] [--strategy vadam]
-                                     [--eager]
+                                     [--eager] [--cuda-graph]
 
 The CPU dry run (what CI's machines can do) is ``--device cpu --backend warp`` with Warp's CPU
 backend (its kernels compile once, minutes, then are cached); ``benchmarks/gpu_check.sh``
@@ -127,10 +129,13 @@ def whole_rounds(steps: int, every: int) -> int:
     return -(-steps // every) * every
 
 
-def timed(configs: list[RunSettings], args: argparse.Namespace) -> str:
+def timed(configs: list[RunSettings], args: argparse.Namespace, captured: bool = False) -> str:
     """One population's line: its seed-steps/s over ``args.steps`` timed steps after its
-    warm-up, crossings and (on CUDA) the profiler's copies per step."""
+    warm-up, crossings and (on CUDA) the profiler's copies per step; ``captured``: its update
+    replayed from a CUDA graph."""
     engine = population(configs, args.backend)
+    if captured and not engine.capture_update():
+        return f"  N = {len(configs):4d}: an eager update, nothing to capture"
     members, learner = len(configs), configs[0].learner
     callbacks = [Callback() for _ in range(members)]
     # whole rounds of updates (the sparse study's 50 every 100 steps) from a round's start
@@ -144,7 +149,7 @@ def timed(configs: list[RunSettings], args: argparse.Namespace) -> str:
     synchronize(args.device)
     seconds = time.perf_counter() - start
     crossings = (engine.crossings - before) / steps
-    path = "compiled" if learner.compile else "eager"
+    path = "captured" if captured else "compiled" if learner.compile else "eager"
     line = (f"  N = {members:4d} {path:>8}: {members * steps / seconds:9.0f} seed-steps/s "
             f"({steps} steps), {type(engine.envs).__name__}, "
             f"{crossings:.2f} crossings/step")  # fmt: skip
@@ -166,8 +171,15 @@ def main() -> None:
     parser.add_argument(
         "--eager", action="store_true", help="also the eager update, after the preset's"
     )
+    parser.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        help="also the compiled update replayed from a CUDA graph, after the preset's",
+    )
     args = parser.parse_args()
-    paths: list[bool | None] = [None, False] if args.eager else [None]
+    paths: list[tuple[bool | None, bool]] = [(None, False)]
+    paths += [(True, True)] if args.cuda_graph else []
+    paths += [(False, False)] if args.eager else []
     first = settings(args.task, args.strategy, 1, args.device, None)[0]
     networks = "-".join(map(str, first.learner.hidden_sizes))
     compiled = "compiled" if first.learner.compile else "eager"
@@ -175,9 +187,9 @@ def main() -> None:
           f"{args.device} ({args.backend} envs); "
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")  # fmt: skip
     for members in args.members:
-        for compile in paths:
+        for compile, captured in paths:
             configs = settings(args.task, args.strategy, members, args.device, compile)
-            print(timed(configs, args), flush=True)
+            print(timed(configs, args, captured), flush=True)
 
 
 if __name__ == "__main__":

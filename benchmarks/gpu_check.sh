@@ -23,23 +23,26 @@
 #     preset's compiled update (DEVICE_EAGER=--eager: the eager one too) for DEVICE_MEMBERS
 #     (1 100 1000) members, seed-steps/s and host<->device copies per step;
 #  6. pytest: the CUDA cases (marker `cuda`) of the tests parametrized by device;
-#  7. then, while BUDGET lasts: device_step for the sparse car, benchmarks/population.py
+#  7. then, while BUDGET lasts: device_graph, device_step with --cuda-graph for GRAPH_MEMBERS
+#     (1 100) members (the compiled update and the same replayed from a CUDA graph,
+#     agents/ddpg/captured_call.py); device_step for the sparse car, benchmarks/population.py
 #     (MEMBERS (100) members in-process, --peak: the compiled update's share of the GPU's
 #     fp32 peak), the sparse tasks' device envs.
 # The limits of stages 1-4 (WARP_LIMIT 90, WHOLE_LIMIT 170, LARGE_LIMIT 100, HOST_LIMIT 60 s)
 # add up to BUDGET: the later stages (STAGE_LIMIT 120 s each) get what the first ones leave.
-# Sizes and skips: an empty WORLDS, WHOLE_SEEDS, LARGE, HOST_MEMBERS, DEVICE_MEMBERS, TESTS,
-# MEMBERS skips its stage; *_STEPS and *_LIMIT (seconds) size them; EXTRA adds train_agent
-# arguments to both whole runs (the dry run's small networks); TEST_WORKERS (4) the tests'
-# processes. Without MuJoCo Warp (the `gpu` extra) its stages say so in one line and the
-# whole runs step their envs on the host. The dry run below takes Warp's CPU backend, whose
-# kernels compile at their first use (minutes; WARP_CACHE_PATH=DIR keeps them for the next).
+# Sizes and skips: an empty WORLDS, WHOLE_SEEDS, LARGE, HOST_MEMBERS, DEVICE_MEMBERS,
+# GRAPH_MEMBERS, TESTS, MEMBERS skips its stage; *_STEPS and *_LIMIT (seconds) size them;
+# EXTRA adds train_agent arguments to both whole runs (the dry run's small networks);
+# TEST_WORKERS (4) the tests' processes. Without MuJoCo Warp (the `gpu` extra) its stages
+# say so in one line and the whole runs step their envs on the host. The dry run below
+# takes Warp's CPU backend, whose kernels compile at their first use (minutes;
+# WARP_CACHE_PATH=DIR keeps them for the next).
 #
 #   bash benchmarks/gpu_check.sh                 # on the GPU machine, from the repo root
 #   DEVICE=cpu BUDGET=3000 STAGE_LIMIT=600 WHOLE_LIMIT=600 LARGE_LIMIT=600 HOST_LIMIT=600 \
 #     WORLDS=2 WARP_STEPS=3 WHOLE_SEEDS=2 WHOLE_STEPS=200 LARGE=3 LARGE_STEPS=100 \
 #     EXTRA="--set hidden_sizes=[16,16] --eval-every 1000000" HOST_MEMBERS="2 4" HOST_STEPS=70 \
-#     DEVICE_MEMBERS=2 DEVICE_STEPS=20 MEMBERS=2 STEPS=300 TEST_WORKERS=0 \
+#     DEVICE_MEMBERS=2 DEVICE_STEPS=20 GRAPH_MEMBERS=2 MEMBERS=2 STEPS=300 TEST_WORKERS=0 \
 #     bash benchmarks/gpu_check.sh               # a dry run of the script here (one evaluation
 #                                                # a run, at its end)
 #
@@ -78,6 +81,7 @@ HOST_LIMIT=${HOST_LIMIT:-60}
 DEVICE_MEMBERS=${DEVICE_MEMBERS-1 100 1000}
 DEVICE_STEPS=${DEVICE_STEPS:-300}
 DEVICE_EAGER=${DEVICE_EAGER:-}  # --eager: the eager update timed too
+GRAPH_MEMBERS=${GRAPH_MEMBERS-1 100}  # device_graph: the update replayed from a CUDA graph
 TESTS=${TESTS-cuda}            # pytest -k within the CUDA tests (-m cuda): a rerun's subset
 MEMBERS=${MEMBERS-100}
 STEPS=${STEPS:-3000}
@@ -104,7 +108,8 @@ export PYTHONUNBUFFERED=1
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
   torch.cuda.get_device_name() if torch.cuda.is_available() else '')" | tee "$WORK/device.txt"
 for name in DEVICE BUDGET WORLDS WARP_STEPS WHOLE_SEEDS WHOLE_STEPS LARGE LARGE_STEPS EXTRA \
-  HOST_MEMBERS HOST_STEPS DEVICE_MEMBERS DEVICE_STEPS DEVICE_EAGER TESTS MEMBERS STEPS PEAK; do
+  HOST_MEMBERS HOST_STEPS DEVICE_MEMBERS DEVICE_STEPS DEVICE_EAGER GRAPH_MEMBERS TESTS MEMBERS \
+  STEPS PEAK; do
   echo "$name=${!name}"
 done > "$WORK/settings.txt"
 
@@ -191,8 +196,14 @@ if [ -n "$TESTS" ]; then
     tests/test_torch_mountain_car.py -m cuda -k "$TESTS"
 fi
 
-# 7. While the budget lasts: the sparse car's step, the in-process population with the
-# update's share of the peak, the sparse tasks' device envs.
+# 7. While the budget lasts: the update replayed from a CUDA graph beside the compiled one,
+# the sparse car's step, the in-process population with the update's share of the peak, the
+# sparse tasks' device envs.
+if [ -n "$GRAPH_MEMBERS" ]; then
+  # shellcheck disable=SC2086  # GRAPH_MEMBERS is a list
+  stage device_graph "$STAGE_LIMIT" python3 benchmarks/device_step.py --device "$DEVICE" \
+    --members $GRAPH_MEMBERS --steps "$DEVICE_STEPS" --cuda-graph
+fi
 if [ -n "$DEVICE_MEMBERS" ]; then
   # shellcheck disable=SC2086  # DEVICE_MEMBERS is a list, DEVICE_EAGER a flag or nothing
   stage device_step_sparse "$STAGE_LIMIT" python3 benchmarks/device_step.py \

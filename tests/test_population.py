@@ -558,3 +558,43 @@ def test_a_compiled_population_counts_its_steps_on_its_device(monkeypatch):
             for (name, p), q in zip(getattr(a, module).named_parameters(),
                                     getattr(b, module).parameters(), strict=True):  # fmt: skip
                 torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=f"{module}.{name}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_captured_update_is_the_update(device):
+    """The population's update replayed from a CUDA graph (agents/ddpg/captured_call.py:
+    its minibatch copied into buffers of its own, direct calls first, then the capture and
+    its replays) makes the updates the direct calls make, each call one update; on the CPU
+    the same copies and calls run."""
+    sides = [
+        make_population("Pendulum-v1", member_settings("vadam"), SEEDS, device) for _ in range(2)
+    ]
+    direct, replayed = sides
+    assert replayed.capture_update()
+    rng = np.random.default_rng(2)
+    obs, next_obs = rng.normal(size=(2, 40, 2, OBS_DIM))
+    actions, rewards = rng.uniform(-2, 2, size=(40, 2, ACTION_DIM)), rng.normal(size=(40, 2))
+    for population in sides:
+        for t in range(40):
+            population.buffer.add(obs[t], actions[t], rewards[t], next_obs[t], np.zeros(2))
+        population.state.noise.copy_(torch.ones_like(population.state.noise))
+    for _ in range(5):
+        index = rng.integers(40, size=(2, 8))
+        for population in sides:
+            storage = population.buffer.storage
+            picked = torch.as_tensor(index, device=population.device)
+            population.update(Batch(*(
+                torch.stack([storage[name][k][picked[k]] for k in range(2)])
+                for name in ReplayBuffer.fields
+            )))  # fmt: skip
+    captured = replayed._update.graph.captured
+    assert captured is not None and captured.calls == 5
+    assert captured.captured == (device == "cuda")
+    for name, counts in replayed.state.step_counts.items():
+        assert torch.equal(counts, direct.state.step_counts[name]), name
+        assert counts.unique().tolist() == [5.0], name
+    for a, b in zip(direct.members, replayed.members, strict=True):
+        for module in ("actor", "critic", "target_actor", "target_critic"):
+            for (name, p), q in zip(getattr(a, module).named_parameters(),
+                                    getattr(b, module).parameters(), strict=True):  # fmt: skip
+                torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7, msg=f"{module}.{name}")

@@ -54,6 +54,7 @@ from param_explore.traceable import (
     UntraceableOptimizerError,
 )
 
+from .captured_call import CapturedCall
 from .compile_cache import kernel_cache_dir
 from .replay_buffer import Batch
 from .update import LossOf, UpdateState, UpdateTensors, ddpg_update
@@ -241,13 +242,21 @@ class CompiledUpdate:
         self._population = stacked is not None
         self._coefficient_layout: dict[str, pytree.TreeSpec] = {}
         self._compiled: Callable[..., object] | None = None
+        #: Whether calls go through a :class:`CapturedCall` (:meth:`capture`), and it.
+        self._captures = False
+        self.captured: CapturedCall | None = None
         self.bind()
+
+    def capture(self) -> None:
+        """Replay the compiled update from a CUDA graph from the next calls on
+        (:mod:`agents.ddpg.captured_call`; on the CPU its copies and the same call)."""
+        self._captures = True
 
     def run_traced(self) -> None:
         """Run the traced graph op by op from the next call on (after Inductor failed, or
         for an update that is not to be compiled): it is traced again, not compiled."""
         self.backend = run_traced_graph
-        self._compiled = None
+        self._compiled = self.captured = None
 
     def bind(self) -> None:
         """Collect the tensors the graph reads and updates, and the optimizers' settings.
@@ -280,6 +289,7 @@ class CompiledUpdate:
         else:
             self._state = self._stacked()
         self._bind_settings()
+        self.captured = None  # its fixed tensors may have been replaced
         self._update_numbers = torch.tensor(
             [[learner.settings.gamma, learner.settings.tau] for learner in self._learners],
             dtype=torch.float32,
@@ -361,7 +371,7 @@ class CompiledUpdate:
         :class:`CompilationError` having changed nothing."""
         if not self._population and self._settings_now() != self._settings_seen:
             self._bind_settings()  # a changed setting: its constants, compiled again
-            self._compiled = None
+            self._compiled = self.captured = None
         inputs = [*self._static_inputs, *batch]
         if self._compiled is None:
             tree = {
@@ -371,6 +381,11 @@ class CompiledUpdate:
                 "batch": list(batch),
             }
             self._compile(inputs, tree)
+        if self._captures:
+            if self.captured is None:
+                self.captured = CapturedCall(self._compiled, self._static_inputs, batch)
+            self.captured(batch)
+            return
         self._compiled(*inputs)
 
     def _compile(self, inputs: list[Tensor], tree: dict) -> None:

@@ -656,6 +656,17 @@ class Engine:
             return
         self.rows.updates += 1
 
+    def capture_update(self) -> bool:
+        """Replay the update (compiled, or traced op by op) from a CUDA graph from its next
+        call on (:mod:`agents.ddpg.captured_call`; ``benchmarks/device_step.py --cuda-graph``
+        measures it); False for an update that runs eagerly, which is left as it is."""
+        chosen = self._update if self._batched else self.members[0]._update
+        graph = chosen.built()
+        if graph is None:
+            return False
+        graph.capture()
+        return True
+
     def with_bonuses(self, batch: Batch) -> Batch:
         """``batch`` with each active member's bonus on its rows' rewards
         (:meth:`DDPG.with_bonus`); a member whose bonus fails stops."""
