@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -115,3 +119,35 @@ def test_config_yaml_is_the_text_the_pure_python_emitter_writes(tmp_path):
             write_values(values.values(), tmp_path / "config.yaml")
             written = (tmp_path / "config.yaml").read_text()
             assert written == yaml.safe_dump(values.values(), sort_keys=False), strategy
+
+
+def test_a_checkout_run_by_pythonpath_reads_its_own_presets(tmp_path):
+    """A second source tree on PYTHONPATH (an older commit a study or a benchmark runs),
+    beside this one installed, reads the presets of its own configs/, not the installed
+    tree's: its vadam preset's learning rate changed, the changed one is what resolves."""
+    import subprocess
+    import sys
+
+    import agents
+
+    tree = Path(agents.__file__).resolve().parents[1]
+    copy = tmp_path / "checkout"
+    shutil.copytree(tree / "agents", copy / "agents", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(tree / "param_explore", copy / "param_explore",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    shutil.copytree(tree / "configs", copy / "configs")
+    preset = copy / "configs" / "vadam.yaml"
+    text = preset.read_text()
+    assert "lr: 1.0e-4" in text
+    preset.write_text(text.replace("lr: 1.0e-4", "lr: 1.23e-4", 1))
+    code = (
+        "import agents; from agents.settings.resolve import resolve_runs; "
+        "print(agents.__file__); "
+        "run = resolve_runs(['vadam'], [0], env='Pendulum-v1')[0]; "
+        "print(run.learner.values()['optimizer_kwargs']['lr'])"
+    )
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True, cwd=tmp_path).stdout.split()  # fmt: skip
+    assert out[0].startswith(str(copy)), out
+    assert float(out[1]) == 1.23e-4

@@ -22,12 +22,17 @@ from ..common.errors import ConfigError
 
 
 def _shipped_presets() -> Traversable | Path:
-    """The installed presets (``agents.presets``), or ``configs/`` beside the source tree
-    when the package runs from a checkout that is not installed."""
-    try:
-        return resources.files("agents.presets")
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[2] / "configs"
+    """``configs/`` beside the ``agents`` package that runs, where it is a source tree, else
+    the installed presets (``agents.presets``, a wheel's package data).
+
+    Why the tree's own first: with one checkout installed (editable), a second one run by
+    ``PYTHONPATH`` — an older commit a study or ``benchmarks/against_checkout.py`` runs —
+    imports its own ``agents`` but would read ``agents.presets`` through the installed
+    checkout's finder, its presets the other commit's."""
+    beside = Path(__file__).resolve().parents[2] / "configs"
+    if (beside / "ddpg.yaml").is_file():
+        return beside
+    return resources.files("agents.presets")
 
 
 #: Where presets are looked up, in order: the shipped ones (``configs/`` of the repository).
