@@ -346,7 +346,7 @@ def test_r6_3_a_member_stops_alone_on_any_exception_of_its_own(tmp_path, monkeyp
     configs = resolve_runs(
         [strategy], SEEDS, env="Pendulum-v1", total_steps=400, eval_every=200,
         eval_episodes=1, logdir=str(tmp_path), compile=False,
-        set_options=["hidden_sizes=[16,16]", "learning_starts=100",
+        set_options=["hidden_sizes=[16,16]", "learning_starts=100", "log_every=50",
                      *(bonus if "bonus" in phase else [])],
     )  # fmt: skip
     if phase == "open_run":  # a member's setup: its directory, its checkpoint
@@ -369,8 +369,9 @@ def test_r6_3_a_member_stops_alone_on_any_exception_of_its_own(tmp_path, monkeyp
     assert steps(good.run_dir) == [200, 400]
     assert isinstance(bad.error, RuntimeError), bad.error
     assert str(bad.error).count(f"member {SEEDS[1]}'s {phase} broke") == 1
-    if phase != "open_run":  # it trained: its last good state is kept
+    if phase != "open_run":  # it trained: its last good state and its exploration are kept
         assert "last good" in str(bad.error), bad.error
+        assert (bad.run_dir / "explore.csv").is_file()
 
 
 def test_r6_3_an_error_of_the_whole_population_stays_whole(tmp_path, monkeypatch):

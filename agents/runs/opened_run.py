@@ -159,8 +159,9 @@ def open_run(
 
 def close_run(run: OpenRun, stop: Exception | None = None) -> Path:
     """End a run that learned: after ``stop`` (an error of its own, re-raised with where
-    the run can continue from) or after its end or a stop request (its checkpoint and
-    ``explore.csv``; :class:`RunInterrupted` when a signal stopped it early)."""
+    the run can continue from; its ``explore.csv`` up to where it stopped) or after its end
+    or a stop request (its checkpoint and ``explore.csv``; :class:`RunInterrupted` when a
+    signal stopped it early)."""
     config, agent, callback, run_dir = run.config, run.agent, run.callback, run.run_dir
     callback.logger.close(failed=stop is not None)
     if stop is not None:
@@ -170,7 +171,9 @@ def close_run(run: OpenRun, stop: Exception | None = None) -> Path:
             raise _not_kept(stop, run_dir) from None
         if isinstance(stop, OSError):
             raise stop
-        raise type(stop)(f"{stop}; {callback.checkpoint_last_good(agent)}") from None
+        where = callback.checkpoint_last_good(agent)
+        write_explore_csv(run_dir)  # a failed run's exploration is a result too
+        raise type(stop)(f"{stop}; {where}") from None
     signum = stop_requested()
     callback.checkpoint(agent)
     write_explore_csv(run_dir)
