@@ -65,6 +65,13 @@ critic_settings() {  # a critic's settings over its derived ones, as the pilot c
   # none (no other setting of a step or of the move did measurably better, pilot/README.md)
   echo ""
 }
+arm() {  # one arm's grid; runs that stop with their own error (a diverged update: exit 1,
+  # each named with its last good checkpoint) leave the next arms to train, and their files
+  # to the reports; any other failure stops the script
+  local status=0
+  "$@" || status=$?
+  if [ "$status" -ne 0 ] && [ "$status" -ne 1 ]; then exit "$status"; fi
+}
 if [ -z "${REPORT_ONLY:-}" ] && [ -z "${PILOT:-}" ]; then
   for task in "${TASKS[@]}"; do
     read -r -a own <<< "$(settings "$task")"
@@ -76,12 +83,12 @@ if [ -z "${REPORT_ONLY:-}" ] && [ -z "${PILOT:-}" ]; then
     esac
     for critic in "${CRITICS[@]}"; do
       read -r -a chosen <<< "$(critic_settings "$critic")"
-      "${grid[@]}" "${EXTRA[@]}" --opt adam-plain --critic-opt "$critic" "${chosen[@]}"
+      arm "${grid[@]}" "${EXTRA[@]}" --opt adam-plain --critic-opt "$critic" "${chosen[@]}"
     done
-    "${grid[@]}" "${EXTRA[@]}" --opt ivon
-    "${grid[@]}" "${EXTRA[@]}" --opt fixed-noise \
+    arm "${grid[@]}" "${EXTRA[@]}" --opt ivon
+    arm "${grid[@]}" "${EXTRA[@]}" --opt fixed-noise \
       --set "optimizer_kwargs.initial_precision=[$precision]"
-    "${grid[@]}" "${EXTRA[@]}" --opt adam-plain
+    arm "${grid[@]}" "${EXTRA[@]}" --opt adam-plain
   done
 fi
 
