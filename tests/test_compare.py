@@ -517,3 +517,33 @@ def test_every_strategy_of_a_large_comparison_has_a_colour_of_its_own():
              for line in fig.axes[0].get_lines()}  # fmt: skip
     plt.close(fig)
     assert drawn == rgb
+
+
+@pytest.mark.parametrize("short_runs", ["truncate", "exclude", "zero"])
+def test_a_seed_that_stopped_early_is_truncated_left_out_or_zero_as_asked(
+    tmp_path, capsys, short_runs
+):
+    """A run that stopped before its strategy's others (a diverged update): by default its
+    strategy's curve ends where it ends; ``--short-runs exclude`` leaves it out; ``zero``
+    scores it 0 at the others' later steps. Each names it."""
+    env_dir = write_runs(tmp_path, {"vadam": 0.0, "adam-plain": 100.0})
+    (tmp_path / "HalfCheetah-v4" / "vadam" / "seed2").mkdir()
+    logger = RunLogger(env_dir / "vadam" / "seed2")
+    for step in STEPS[:7]:  # to 70 k, then it failed
+        logger.evaluation(step, 1000.0, 1.0, 20, 0.0)
+    logger.close()
+    out = tmp_path / "out"
+    assert main([str(env_dir), "--out", str(out), "--short-runs", short_runs, *REPS]) == 0
+    err = capsys.readouterr().err
+    assert "seed2" in err and ("left out" in err) == (short_runs == "exclude")
+    curves, _ = load_runs(env_dir, short_runs=short_runs)
+    vadam = next(c for c in curves if c.strategy == "vadam")
+    if short_runs == "truncate":
+        assert vadam.seeds == 3 and vadam.steps[-1] == 70_000
+        return
+    assert vadam.steps[-1] == 100_000
+    own = [0.0 + 100_000 / 100 + 50 * seed for seed in (0, 1)]  # seeds 0 and 1 at 100 k
+    expected = own if short_runs == "exclude" else [*own, 0.0]
+    assert sorted(vadam.returns[:, -1]) == sorted(expected)
+    if short_runs == "zero":  # seed2's row: its own evaluations, then 0 from 80 k
+        assert list(vadam.returns[2]) == [1000.0] * 7 + [0.0] * 3

@@ -78,7 +78,7 @@ from .references import (
     published_column,
     reference_span,
 )
-from .run_files import load_runs
+from .run_files import SHORT_RUNS, load_runs
 from .sigma_report import SIGMA_FILES, write_sigma_report
 from .strategy_aggregates import AGGREGATE_DIR, BANDS, tensorboard_view, write_strategy_aggregates
 from .success_report import SUCCESS_FILES, write_success_report
@@ -460,6 +460,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--strategies", help="comma-separated strategies to keep (default all)")
     parser.add_argument(
+        "--short-runs",
+        choices=SHORT_RUNS,
+        default="truncate",
+        help="a seed that stopped before its strategy's others (a failed run): truncate = "
+        "its strategy's curve, and the task's scores, end where it ends (default); exclude "
+        "= left out; zero = scored 0 at the others' later evaluations. Each names the seeds",
+    )
+    parser.add_argument(
         "--reps",
         type=int,
         default=DEFAULT_REPS,
@@ -506,7 +514,7 @@ def _load(
 ) -> tuple[list[Curve], list[str | None], list[str]]:
     """Every RUNS_DIR's curves (of the strategies in ``keep``, or all), each RUNS_DIR's
     label, and the notes."""
-    loaded = [load_runs(d, None, keep) for d in runs_dirs]
+    loaded = [load_runs(d, None, keep, short_runs=args.short_runs) for d in runs_dirs]
     notes = [note for _, dir_notes in loaded for note in dir_notes]
     if args.labels is not None:
         labels: list[str | None] = [label.strip() for label in args.labels.split(",")]

@@ -139,8 +139,21 @@ def read_evaluations(path: Path) -> tuple[dict[int, float], dict[int, float] | N
     return by_step, None if success is None else dict(zip(steps, success))
 
 
+#: What a seed that stopped before its strategy's others (a run that failed: a diverged
+#: update, an env's error) does to its strategy's curve (``compare_runs --short-runs``):
+#: ``truncate`` — the curve ends where that seed's evaluations end (and with it, the task's
+#: scores); ``exclude`` — the seed is left out; ``zero`` — it scores 0 (return and success) at
+#: the others' later evaluation steps, a run that trains nothing counted as one that failed.
+#: Each names the seeds in a note.
+SHORT_RUNS = ("truncate", "exclude", "zero")
+
+
 def _strategy_curve(
-    strategy_dir: Path, runs: list[SeedRun], label: str | None, notes: list[str]
+    strategy_dir: Path,
+    runs: list[SeedRun],
+    label: str | None,
+    notes: list[str],
+    short_runs: str = "truncate",
 ) -> Curve | None:
     envs = sorted({run.env for run in runs})
     if len(envs) > 1:
@@ -151,6 +164,7 @@ def _strategy_curve(
             f"{strategy_dir} holds runs of {len(envs)} envs ({where}); their returns would "
             "be averaged together: put each env's runs in a directory of their own"
         )
+    runs = _with_short_runs(strategy_dir, runs, short_runs, notes)
     common = sorted(set.intersection(*(set(run.returns) for run in runs)))
     if not common:
         spans = ", ".join(f"{r.name}: {_k(min(r.returns))}–{_k(max(r.returns))}" for r in runs)
@@ -172,16 +186,47 @@ def _strategy_curve(
     return Curve(strategy_dir.name, np.array(common), returns, label, envs[0], success)
 
 
+def _with_short_runs(
+    strategy_dir: Path, runs: list[SeedRun], short_runs: str, notes: list[str]
+) -> list[SeedRun]:
+    """``runs`` with those that stopped before the others' last evaluation treated as
+    ``short_runs`` says (:data:`SHORT_RUNS`; ``truncate`` leaves them as they are)."""
+    reached = max(max(run.returns) for run in runs)
+    short = [run for run in runs if max(run.returns) < reached]
+    if short_runs == "truncate" or not short:
+        return runs
+    names = ", ".join(f"{run.name} (to {_k(max(run.returns))})" for run in short)
+    if short_runs == "exclude":
+        notes.append(
+            f"{strategy_dir}: {names} stopped before {_k(reached)}: left out (--short-runs exclude)"
+        )
+        return [run for run in runs if run not in short]
+    steps = sorted({step for run in runs for step in run.returns})
+    notes.append(
+        f"{strategy_dir}: {names} stopped before {_k(reached)}: scored 0 at the later "
+        "evaluation steps (--short-runs zero)"
+    )
+    filled = []
+    for run in runs:
+        later = [step for step in steps if step > max(run.returns)] if run in short else []
+        returns = {**run.returns, **dict.fromkeys(later, 0.0)}
+        success = None if run.success is None else {**run.success, **dict.fromkeys(later, 0.0)}
+        filled.append(SeedRun(run.name, run.env, returns, success))
+    return filled
+
+
 def load_runs(
     runs_dir: str | Path,
     label: str | None = None,
     strategies: set[str] | None = None,
     skipped: list[str] | None = None,
+    short_runs: str = "truncate",
 ) -> tuple[list[Curve], list[str]]:
     """Every strategy's curve under ``runs_dir`` (those in ``strategies`` if given) and the
     notes on what was dropped. With a ``skipped`` list (a grid's end-of-run aggregates,
     whose failed runs the grid has reported already) a run whose files cannot be read is
-    left out and named there, once, rather than stopping the reading."""
+    left out and named there, once, rather than stopping the reading. ``short_runs``: what
+    a seed that stopped before its strategy's others counts as (:data:`SHORT_RUNS`)."""
     runs_dir = Path(runs_dir)
     curves: list[Curve] = []
     notes: list[str] = []
@@ -207,7 +252,7 @@ def load_runs(
             )
         if runs:
             try:
-                curve = _strategy_curve(strategy_dir, runs, label, notes)
+                curve = _strategy_curve(strategy_dir, runs, label, notes, short_runs)
             except RunFileError as err:
                 if skipped is None:
                     raise

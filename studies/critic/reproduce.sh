@@ -96,9 +96,15 @@ fi
 # as they finish: success rate (sparse tasks) or return with rliable's intervals, final and
 # over the curve, P(X > Y) between every two arms, state coverage (comparison.md); the
 # critics' posterior spread at replayed and at distant states through training (spread.md).
+# A run that stopped on its own error (a diverged critic) is left out of its arm's scores
+# and named (--short-runs exclude); where one did (Hopper-v4, README.md), a second report
+# scores it 0 from where it stopped: the two bracket what the failure costs its arm.
 for task in "${TASKS[@]}"; do
   if [ -d "runs/$task/adam-plain" ]; then
-    compare_runs "runs/$task" --at 50000,100000 --out "$task"
+    compare_runs "runs/$task" --at 50000,100000 --short-runs exclude --out "$task"
+    if [ "$task" = Hopper-v4 ]; then
+      compare_runs "runs/$task" --at 50000,100000 --short-runs zero --out "$task/failed-run-as-zero"
+    fi
     python spread.py "runs/$task" --out "$task/spread.md"
   fi
 done
