@@ -240,7 +240,6 @@ class CompiledUpdate:
             raise TypeError("CompiledUpdate takes stacked members or one learner's counts")
         self._stacked, self._counts = stacked, counts
         self._population = stacked is not None
-        self._coefficient_layout: dict[str, pytree.TreeSpec] = {}
         self._compiled: Callable[..., object] | None = None
         #: Whether calls go through a :class:`CapturedCall` (:meth:`capture`), and it.
         self._captures = False
@@ -331,10 +330,6 @@ class CompiledUpdate:
             [dict(group) for group in learner.actor_optimizer.param_groups],
         ]
 
-    def coefficient_layout(self, name: str) -> pytree.TreeSpec:
-        """How optimizer ``name``'s numbers are flattened (known once they were traced)."""
-        return self._coefficient_layout[name]
-
     def traced_numbers(self, name: str, counts: Tensor, settings: Tensor | None) -> tuple:
         """The numbers of one learner's coming step of optimizer ``name``, as 0-d float32
         tensors, computed inside a graph (the update's, a population's acting) from its
@@ -348,9 +343,7 @@ class CompiledUpdate:
         column = ("critic", "actor").index(name)
         rows = []
         for k in self._settings_firsts[name]:
-            tree = self._steps[k][name].coefficients(t)
-            leaves, layout = pytree.tree_flatten(tree)
-            self._coefficient_layout.setdefault(name, layout)
+            leaves, layout = pytree.tree_flatten(self._steps[k][name].coefficients(t))
             rows.append(
                 [
                     x.to(torch.float32)
@@ -363,7 +356,7 @@ class CompiledUpdate:
             leaves = rows[0]
         else:  # members of several settings: each takes its own
             leaves = [torch.stack(values)[settings[column]] for values in zip(*rows)]
-        return pytree.tree_unflatten(leaves, self._coefficient_layout[name])
+        return pytree.tree_unflatten(leaves, layout)  # every settings' numbers: one layout
 
     @torch.no_grad()
     def __call__(self, batch: Batch) -> None:
