@@ -24,7 +24,7 @@ test episodes: ``benchmarks/timed_train.py`` times whole runs). It prints, for e
   copy of rewards and flags; :mod:`agents.common.tensor_envs`);
 - on a CUDA device, every copy between host and device per step as the CUDA profiler records
   it (``Memcpy HtoD``/``DtoH`` events over 50 steps, or a round: the crossings above plus the
-  update's own, e.g. the applied-step flags its next coefficients read).
+  update's own).
 
     python benchmarks/device_step.py [--device cpu|cuda] [--members 1 10 100]
                                      [--steps 500] [--backend auto|warp|torch|batch]

@@ -162,9 +162,6 @@ class GraphState:
     critic_state: StateTensors
     actor_state: StateTensors
     actor_buffers: dict[str, Tensor]
-    #: Set by the graph: whether the critic's and the actor's steps were applied (both are
-    #: skipped for a non-finite loss or gradient), (2,) or (members, 2).
-    applied: Tensor
     #: The critic's and the actor's optimizers' per-parameter step counts, (parameters,)
     #: or (members, parameters), on the device (the optimizers' ``step`` states are views
     #: of them): what the graph computes its numbers from, and moves on by the steps applied.
@@ -194,7 +191,6 @@ class GraphState:
             critic.state,
             actor.state,
             {n: b.detach() for n, b in learner.actor.named_buffers()},
-            torch.ones(2, device=t.loss_sums.device),
             *counts,
             learner.skipped,
         )
@@ -292,7 +288,7 @@ class CompiledUpdate:
         self._update_numbers = torch.tensor(
             [[learner.settings.gamma, learner.settings.tau] for learner in self._learners],
             dtype=torch.float32,
-            device=self._state.applied.device,
+            device=self._state.skipped.device,
         )
         if not self._population:
             self._update_numbers = self._update_numbers[0]
@@ -315,7 +311,7 @@ class CompiledUpdate:
             ids.append(numbers)
         #: Each member's index of its critic's and its actor's settings, (members, 2).
         self.member_settings = torch.tensor(
-            ids, dtype=torch.int64, device=self._state.applied.device
+            ids, dtype=torch.int64, device=self._state.skipped.device
         ).T.contiguous()
         self._settings_seen = self._settings_now()
 
@@ -415,7 +411,6 @@ class CompiledUpdate:
             s["actor_buffers"],
             (steps["critic"], s["critic_state"], critic_c),
             (steps["actor"], s["actor_state"], actor_c),
-            s["applied"],
             (s["critic_counts"], s["actor_counts"], s["skipped"]),
             critic_sampled=first.thompson is not None,
         )
@@ -440,7 +435,6 @@ class TracedExecution:
         actor_buffers: dict[str, Tensor],
         critic_step: tuple[TraceableStep, StateTensors, Coefficients],
         actor_step: tuple[TraceableStep, StateTensors, Coefficients],
-        applied: Tensor,
         counts: tuple[Tensor, Tensor, Tensor],
         critic_sampled: bool = False,
     ) -> None:
@@ -451,7 +445,6 @@ class TracedExecution:
         self._critic_names, self._actor_names = critic_names, actor_names
         self._buffers = actor_buffers
         self._critic_step, self._actor_step = critic_step, actor_step
-        self._applied = applied
         self._critic_counts, self._actor_counts, self._skipped = counts
 
     def q_value(self, critic: list[Tensor], obs: Tensor, actions: Tensor) -> Tensor:
@@ -483,12 +476,12 @@ class TracedExecution:
             return step.training_point(actor, state, c)
 
     def step_critic(self, critic: list[Tensor], grads: list[Tensor], ok: Tensor) -> None:
-        self._step(self._critic_step, critic, grads, ok, 0)
+        self._step(self._critic_step, critic, grads, ok)
         with torch.no_grad():
             self._critic_counts.add_(ok.to(self._critic_counts.dtype))
 
     def step_actor(self, actor: list[Tensor], grads: list[Tensor], ok: Tensor) -> None:
-        self._step(self._actor_step, actor, grads, ok, 1)
+        self._step(self._actor_step, actor, grads, ok)
         with torch.no_grad():
             self._actor_counts.add_(ok.to(self._actor_counts.dtype))
             self._skipped.add_((~ok).to(self._skipped.dtype))
@@ -499,12 +492,10 @@ class TracedExecution:
         params: list[Tensor],
         grads: list[Tensor],
         ok: Tensor,
-        slot: int,
     ) -> None:
         step, state, c = step_state_c
         with torch.no_grad():
             _applied_if(ok, [params, state], step.update, params, grads, state, c)
-            self._applied[slot].copy_(ok)
 
     def lerp_targets(
         self, targets: list[Tensor], online: list[Tensor], tau: float, ok: Tensor

@@ -201,9 +201,6 @@ class StackedState:
         self.obs_moments = (
             [] if obs_statistics is None else [obs_statistics.mean, obs_statistics.std]
         )
-        #: Whether each member's critic and actor steps were applied in the last batched
-        #: update (written by its graph).
-        self.applied = torch.ones(len(self.learners), 2, device=self.device)
 
     @classmethod
     def build(
@@ -277,7 +274,6 @@ class StackedState:
             {key: self.critic_state[key] for key in critic_steps.state},
             {key: self.actor_state[key] for key in actor_steps.state},
             self.actor_buffers,
-            self.applied,
             self.step_counts["critic"],
             self.step_counts["actor"],
             self.skipped,
