@@ -348,3 +348,26 @@ def test_the_cache_key_covers_every_kernel_variable(monkeypatch, tmp_path):
         assert directory == tmp_path / f"kernels-{kernel_key()}"
         assert json.loads((directory / "kernels.json").read_text()) == kernel_set()
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
+
+
+def test_numbers_computed_once_are_the_numbers_to_the_bit():
+    """The reduction that keeps the update's numbers in a buffer of their own
+    (``_computed_once``: Inductor would recompute them in every parameter's loop) gives back
+    every float32 number to the bit — signed zeros, subnormals, the largest, infinities —
+    alone, per member under ``vmap``, and for a population's (members, numbers) rows."""
+    from torch.func import vmap
+
+    from agents.ddpg.compiled_update import _computed_once
+
+    info = torch.finfo(torch.float32)
+    numbers = torch.tensor(
+        [0.0, -0.0, info.tiny / 8, -info.tiny, info.max, -info.max, float("inf"), 1 - 0.9**7],
+        dtype=torch.float32,
+    )
+    rows = torch.stack(
+        [numbers, numbers.flip(0), torch.randn(8, generator=torch.Generator().manual_seed(0))]
+    )
+    bits = lambda x: x.view(torch.int32)  # noqa: E731
+    assert torch.equal(bits(_computed_once(numbers)), bits(numbers))
+    assert torch.equal(bits(vmap(_computed_once)(rows)), bits(rows))
+    assert torch.equal(bits(_computed_once(rows)), bits(rows))
