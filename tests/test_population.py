@@ -485,6 +485,35 @@ def test_a_population_prints_its_lines_once_for_all_its_members(tmp_path, capsys
     assert any("seed-steps/s (3 members)" in line for line in ours)
 
 
+@pytest.mark.trains
+def test_one_member_says_the_status_lines_and_the_next_when_it_fails(tmp_path, capsys, monkeypatch):
+    """Only the member that says a population's status lines is called for them (every
+    tenth of the run, and every 100 steps for their time); the others' callbacks are called
+    at their own boundaries (the evaluations and logs at 200, the end). When it fails, the
+    next member says them from the next step on, for the members left."""
+    calls = {seed: [] for seed in (0, 1, 2)}
+    on_step = RunCallback.on_step
+
+    def counted(self, agent):
+        step = agent.num_timesteps
+        calls[self.config.seed].append(step)
+        if self.config.seed == 0 and step >= 120:
+            raise RuntimeError("member 0 fails")
+        return on_step(self, agent)
+
+    monkeypatch.setattr(RunCallback, "on_step", counted)
+    outcomes = train_population(runs(tmp_path, 400, seeds=[0, 1, 2]), progress="lines")
+    assert [o.error is None for o in outcomes] == [False, True, True]
+    assert calls[0] == [40, 80, 100, 120]
+    assert calls[2] == [200, 400]  # no status boundary: its own only
+    assert calls[1][0] == 121 and set(calls[2]) < set(calls[1])  # it speaks from 121 on
+    lines = capsys.readouterr().out.splitlines()
+    status = [line for line in lines if "seed-steps/s" in line]
+    said = [int(line.split(" step ")[1].split("/")[0]) for line in status]
+    assert said == [40, 80, 121, 161, 201, 241, 281, 321, 361], said  # a tenth apart
+    assert all(line.endswith("(2 members)") or "(2 members)," in line for line in status[2:])
+
+
 #: What reads a tensor on the host or sends one to the device: on a GPU each waits for it.
 HOST_CROSSINGS = {"item", "cpu", "numpy", "tolist", "to", "tensor", "as_tensor",
                   "__bool__", "__int__", "__float__", "__index__"}  # fmt: skip

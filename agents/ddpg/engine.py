@@ -403,12 +403,27 @@ class Engine:
         active = [m for m in self._active if self._call(m, phase)]
         if len(active) != len(self._active):
             self.active = active
+            self._members_left()
 
     def _drop_failed(self) -> None:
         """The members whose phase failed (or that stopped) leave :attr:`active`."""
         if self._leaving:
             self.active = [m for m in self._active if id(m) not in self._leaving]
             self._leaving.clear()
+            self._members_left()
+
+    def _members_left(self) -> None:
+        """Members left: that can bring a remaining member's callback's work earlier (a
+        population's status lines pass to its next member), so each is asked again; a
+        call already due stays due."""
+        if not self._callbacks or self._every_step:
+            return
+        for member in self._active:
+            k = self._index[id(member)]
+            at, at_episode_end = self._callbacks[k].next_call(member)
+            self._call_at[k] = min(self._call_at[k], at)
+            self._call_at_episode_end[k] |= at_episode_end
+        self._next_boundary()
 
     # The phases of one environment step (agents/ddpg/step.py) for every active member:
     # a member's own phases are the agent's public ones, called for each; the rest once.

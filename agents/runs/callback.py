@@ -236,7 +236,7 @@ class RunCallback(Callback):
             self.checkpoint(agent)
         if step % 100 == 0:
             self.bar.update(step - self.bar.n)
-        if self._status_lines and self._status_due(step):
+        if self._says_status() and self._status_due(step):
             self._write_status(step)
         # A signal asked to stop: the step is complete, the run stops here.
         return step < cfg.total_steps and stop_requested() is None
@@ -246,6 +246,7 @@ class RunCallback(Callback):
         member's says what the population's one compiled update cost (the others' would
         repeat it, and would have to be called every step until then)."""
         self.population = lines
+        lines.join(self)
         if not first:
             self._compile_pending = False
 
@@ -259,12 +260,13 @@ class RunCallback(Callback):
         if self._compile_pending:
             return step + 1, self._checkpoint_due
         periods = [cfg.log_every, cfg.eval_every, cfg.checkpoint_every, cfg.skipped_window]
-        if self._status_lines or not self.bar.disable:
+        says_status = self._says_status()
+        if says_status or not self.bar.disable:
             periods.append(100)
         boundaries = [(step // p + 1) * p for p in periods if p]
         boundaries.append(cfg.total_steps)
-        if self._status_lines:
-            boundaries.append(self._status_step + self._status_every)
+        if says_status:  # overdue when it took the lines over from a member that stopped
+            boundaries.append(max(self._status_step + self._status_every, step + 1))
         after = [b for b in boundaries if b > step]
         return min(after, default=step + 1), self._checkpoint_due
 
@@ -337,6 +339,11 @@ class RunCallback(Callback):
     def _show_progress(self, step: int) -> None:
         """The bar's speed and latest eval."""
         self._set_postfix()
+
+    def _says_status(self) -> bool:
+        """Whether this run writes status lines: a run of its own with lines, or the member
+        of a population that says the population's (:meth:`PopulationLines.speaks`)."""
+        return self._status_lines and (self.population is None or self.population.speaks(self))
 
     def _status_due(self, step: int) -> bool:
         """A status line is due at the run's next :data:`STATUS_FRACTION`, or (looked at

@@ -58,6 +58,18 @@ class PopulationLines:
         #: the last complete evaluation's summary, for the status lines
         self._last_eval: str | None = None
         self._status_step = -1
+        #: The members' callbacks still training, in order: the first says the status lines.
+        self._speakers: list[object] = []
+
+    def join(self, member: object) -> None:
+        """``member`` (a run's callback) is the population's next member."""
+        self._speakers.append(member)
+
+    def speaks(self, member: object) -> bool:
+        """Whether ``member`` says the population's status lines: the first member still
+        training. The others' callbacks need no call for them (nor every 100 steps for
+        their time), so that a step's boundaries are not every member's."""
+        return bool(self._speakers) and self._speakers[0] is member
 
     def writes_with(self, write: Callable[[str], None]) -> None:
         """Lines go through ``write``."""
@@ -117,8 +129,11 @@ class PopulationLines:
             parts.append(f"last {self._last_eval}")
         self._write(f"{self.name} {', '.join(parts)}")
 
-    def stopped(self) -> None:
-        """A member stopped early (its own failure): the others' lines no longer wait for it."""
+    def stopped(self, member: object) -> None:
+        """``member`` stopped early (its own failure): the others' lines no longer wait for
+        it, and the next member says the status lines if it did."""
         self._stopped += 1
+        if member in self._speakers:
+            self._speakers.remove(member)
         if self._step is not None and len(self._returns) >= self._count - self._stopped:
             self.flush()

@@ -240,7 +240,7 @@ def _train_group(
     def close(run: OpenRun, stop: Exception | None) -> None:
         closed.add(id(run.agent))
         if lines is not None and stop is not None:
-            lines.stopped()
+            lines.stopped(run.callback)
         signals.extend(_closed(run, stop, outcomes))
 
     try:
