@@ -11,6 +11,11 @@ after it. ``--task halfcheetah``: HalfCheetah-v4 with Khan et al.'s 400-300 netw
 normalised actions, 50 updates every 100 steps); ``--strategy`` (``vadam``) picks the preset;
 ``--cuda-graph`` times the compiled update replayed from a CUDA graph too
 (:mod:`agents.ddpg.captured_call`: whether it pays decides whether it becomes a setting).
+Each member's callback works every ``--boundary`` steps (100: a run's progress boundary, the
+most frequent of its own), so where the envs step on the device the host reads the steps'
+rewards and flags there only (:mod:`agents.ddpg.device_rows`); ``--every-step`` times the
+same population with callbacks called every step (SB3's contract), which reads every step,
+after it: the ratio is what reading at boundaries pays.
 Its envs come from ``make_vector_env`` as a population run's do (``auto``: on a CUDA device
 MuJoCo Warp where it is installed, the car as torch code; on the CPU one ``mujoco.batch``,
 the numpy car; ``--backend`` picks). It is warmed for ``--warmup`` steps past
@@ -29,7 +34,8 @@ test episodes: ``benchmarks/timed_train.py`` times whole runs). It prints, for e
     python benchmarks/device_step.py [--device cpu|cuda] [--members 1 10 100]
                                      [--steps 500] [--backend auto|warp|torch|batch]
                                      [--task halfcheetah|sparse] [--strategy vadam]
-                                     [--eager] [--cuda-graph]
+                                     [--eager] [--cuda-graph] [--every-step]
+                                     [--boundary 100]
 
 The CPU dry run (what CI's machines can do) is ``--device cpu --backend warp`` with Warp's CPU
 backend (its kernels compile once, minutes, then are cached); ``benchmarks/gpu_check.sh``
@@ -39,6 +45,7 @@ runs it on a GPU.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import time
 from collections import Counter
@@ -124,24 +131,43 @@ def copies_per_step(engine: Engine, steps: int, callbacks: list[Callback]) -> Co
     return Counter({kind: n / steps for kind, n in counts.items()})
 
 
+class Boundaries(Callback):
+    """A run's callback as the engine sees it: work every ``every`` steps, none between."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+
+    def next_call(self, agent) -> tuple[int, bool]:
+        return (agent.num_timesteps // self.every + 1) * self.every, False
+
+
 def whole_rounds(steps: int, every: int) -> int:
     """``steps`` rounded up to whole rounds of ``every`` steps."""
     return -(-steps // every) * every
 
 
-def timed(configs: list[RunSettings], args: argparse.Namespace, captured: bool = False) -> str:
+def timed(
+    configs: list[RunSettings],
+    args: argparse.Namespace,
+    captured: bool = False,
+    every_step: bool = False,
+) -> str:
     """One population's line: its seed-steps/s over ``args.steps`` timed steps after its
     warm-up, crossings and (on CUDA) the profiler's copies per step; ``captured``: its update
-    replayed from a CUDA graph."""
+    replayed from a CUDA graph; ``every_step``: its callbacks called every step."""
     engine = population(configs, args.backend)
     if captured and not engine.capture_update():
         return f"  N = {len(configs):4d}: an eager update, nothing to capture"
     members, learner = len(configs), configs[0].learner
-    callbacks = [Callback() for _ in range(members)]
+    if every_step:
+        callbacks = [Callback() for _ in range(members)]
+    else:
+        callbacks = [Boundaries(args.boundary) for _ in range(members)]
     # whole rounds of updates (the sparse study's 50 every 100 steps) from a round's start
     warmup = whole_rounds(learner.learning_starts + args.warmup, learner.train_every)
     steps = whole_rounds(args.steps, learner.train_every)
     engine.learn(warmup, callbacks)
+    gc.collect()  # the last population's garbage is not this one's time
     synchronize(args.device)
     before = engine.crossings
     start = time.perf_counter()
@@ -150,8 +176,9 @@ def timed(configs: list[RunSettings], args: argparse.Namespace, captured: bool =
     seconds = time.perf_counter() - start
     crossings = (engine.crossings - before) / steps
     path = "captured" if captured else "compiled" if learner.compile else "eager"
+    reads = "every step" if not engine.reads_at_boundaries() else f"every {args.boundary} steps"
     line = (f"  N = {members:4d} {path:>8}: {members * steps / seconds:9.0f} seed-steps/s "
-            f"({steps} steps), {type(engine.envs).__name__}, "
+            f"({steps} steps), {type(engine.envs).__name__}, rows read {reads}, "
             f"{crossings:.2f} crossings/step")  # fmt: skip
     if torch.device(args.device).type == "cuda":
         copies = copies_per_step(engine, whole_rounds(50, learner.train_every), callbacks)
@@ -176,10 +203,20 @@ def main() -> None:
         action="store_true",
         help="also the compiled update replayed from a CUDA graph, after the preset's",
     )
+    parser.add_argument(
+        "--every-step",
+        action="store_true",
+        help="also the callbacks called every step (the rows read every step), after",
+    )
+    parser.add_argument(
+        "--boundary", type=int, default=100, help="steps between the callbacks' calls (100)"
+    )
     args = parser.parse_args()
-    paths: list[tuple[bool | None, bool]] = [(None, False)]
-    paths += [(True, True)] if args.cuda_graph else []
-    paths += [(False, False)] if args.eager else []
+    # (compile, captured, every step) of each timed path
+    paths: list[tuple[bool | None, bool, bool]] = [(None, False, False)]
+    paths += [(None, False, True)] if args.every_step else []
+    paths += [(True, True, False)] if args.cuda_graph else []
+    paths += [(False, False, False)] if args.eager else []
     first = settings(args.task, args.strategy, 1, args.device, None)[0]
     networks = "-".join(map(str, first.learner.hidden_sizes))
     compiled = "compiled" if first.learner.compile else "eager"
@@ -187,9 +224,9 @@ def main() -> None:
           f"{args.device} ({args.backend} envs); "
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")  # fmt: skip
     for members in args.members:
-        for compile, captured in paths:
+        for compile, captured, every_step in paths:
             configs = settings(args.task, args.strategy, members, args.device, compile)
-            print(timed(configs, args, captured), flush=True)
+            print(timed(configs, args, captured, every_step), flush=True)
 
 
 if __name__ == "__main__":

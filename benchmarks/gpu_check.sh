@@ -21,7 +21,8 @@
 #     machine's CPU: Python calls and seconds per step of a population with tiny networks;
 #  5. device_step: benchmarks/device_step.py, a population's training step alone with the
 #     preset's compiled update (DEVICE_EAGER=--eager: the eager one too) for DEVICE_MEMBERS
-#     (1 100 1000) members, seed-steps/s and host<->device copies per step;
+#     (1 100 1000) members, seed-steps/s and host<->device copies per step, its rows read at
+#     its callbacks' boundaries and (DEVICE_EVERY=--every-step, the default) every step;
 #  6. pytest: the CUDA cases (marker `cuda`) of the tests parametrized by device;
 #  7. then, while BUDGET lasts: device_graph, device_step with --cuda-graph for GRAPH_MEMBERS
 #     (1 100) members (the compiled update and the same replayed from a CUDA graph,
@@ -81,6 +82,7 @@ HOST_LIMIT=${HOST_LIMIT:-60}
 DEVICE_MEMBERS=${DEVICE_MEMBERS-1 100 1000}
 DEVICE_STEPS=${DEVICE_STEPS:-300}
 DEVICE_EAGER=${DEVICE_EAGER:-}  # --eager: the eager update timed too
+DEVICE_EVERY=${DEVICE_EVERY---every-step}  # the rows read every step too (empty: not)
 GRAPH_MEMBERS=${GRAPH_MEMBERS-1 100}  # device_graph: the update replayed from a CUDA graph
 TESTS=${TESTS-cuda}            # pytest -k within the CUDA tests (-m cuda): a rerun's subset
 MEMBERS=${MEMBERS-100}
@@ -186,7 +188,7 @@ fi
 if [ -n "$DEVICE_MEMBERS" ]; then
   # shellcheck disable=SC2086  # DEVICE_MEMBERS is a list, DEVICE_EAGER a flag or nothing
   stage device_step "$STAGE_LIMIT" python3 benchmarks/device_step.py --device "$DEVICE" \
-    --members $DEVICE_MEMBERS --steps "$DEVICE_STEPS" $DEVICE_EAGER
+    --members $DEVICE_MEMBERS --steps "$DEVICE_STEPS" $DEVICE_EVERY $DEVICE_EAGER
 fi
 
 # 6. The CUDA cases of the tests parametrized by device (their CPU cases run in CI).

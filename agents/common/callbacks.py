@@ -34,8 +34,12 @@ class Callback:
         step (a stop request reaches every callback after the step anyway)."""
         return agent.num_timesteps + 1, False
 
-    def on_episode_end(self, agent: Any, episode_return: float, episode_length: int) -> None:
-        """After the last step of a training episode."""
+    def on_episode_end(
+        self, agent: Any, episode_return: float, episode_length: int, step: int
+    ) -> None:
+        """After the last step of a training episode, ``step`` (a population whose rows are
+        on its device hands its episodes over at its next boundary:
+        :mod:`agents.ddpg.device_rows`)."""
 
     def on_training_end(self, agent: Any) -> None:
         """Once after the last step, also when training stops early or is interrupted."""

@@ -14,6 +14,13 @@ class CheckpointError(ConfigError):
 class NonFiniteDataError(ConfigError):
     """A non-finite number from the environment or the policy; the run stopped."""
 
+    def __init__(self, message: str, good_until: int | None = None) -> None:
+        """``good_until``: found after the fact (a population reads its rows at its
+        boundaries, :mod:`agents.ddpg.device_rows`), the last step whose state is good; the
+        state the run trained to after it is not checkpointed."""
+        super().__init__(message)
+        self.good_until = good_until
+
 
 class UpdatesSkippedError(NonFiniteDataError):
     """Every update of a window was skipped for a non-finite loss or gradient; the run

@@ -20,7 +20,9 @@ Two implementations of one contract (:class:`TensorEnvs`), chosen by :func:`tens
 
 :attr:`crossings` counts the crossings each makes (the benchmark's transfers per step,
 ``benchmarks/device_step.py``): through the host two a step, on the device one (the
-:class:`HostStep` copy). Both keep the rule that nothing non-finite reaches an env (a row
+:class:`HostStep` copy) — or none, for a step the host does not read (``read=False``: a
+population whose rows stay on the device between its boundaries,
+:mod:`agents.ddpg.device_rows`). Both keep the rule that nothing non-finite reaches an env (a row
 whose action is not finite steps with an action of its space, and says so), and both lay
 out the step as SAME_STEP autoreset does, so the two give the same numbers for the same env
 (``tests/test_tensor_envs.py``).
@@ -50,8 +52,14 @@ class EnvStep(NamedTuple):
     terminated: Tensor
     #: the vector env's infos on the host (through :class:`HostEnvs`, all of them; through
     #: :class:`DeviceEnvs`, an ended episode's success in ``final_info`` where the task
-    #: reports one, in the packed copy)
+    #: reports one, in the packed copy; none when the step is not read)
     infos: dict
+    #: (N,) bool, the time limit reached; and whether each row's action, and its s' and
+    #: reward, were finite — on the device, from :class:`DeviceEnvs` (None through the host,
+    #: whose :class:`HostStep` holds them)
+    truncated: Tensor | None = None
+    finite_actions: Tensor | None = None
+    finite: Tensor | None = None
 
 
 class HostStep(NamedTuple):
@@ -89,10 +97,15 @@ class TensorEnvs(Protocol):
         observations."""
         ...
 
-    def step(self, actions: Tensor, stepping: np.ndarray | None = None) -> tuple[EnvStep, HostStep]:
+    def step(
+        self, actions: Tensor, stepping: np.ndarray | Tensor | None = None, read: bool = True
+    ) -> tuple[EnvStep, HostStep | None]:
         """One step of every copy from ``actions`` (N, action dim) on the device; a row
         whose action is not finite, or not ``stepping`` (a stopped member's), steps with an
-        action of its space (its env goes on)."""
+        action of its space (its env goes on). ``read=False``: the host does not read this
+        step (no :class:`HostStep`, None; its flags stay on the device, in the
+        :class:`EnvStep`), where the envs step on the device; through the host it is read
+        anyway."""
         ...
 
 
@@ -130,8 +143,10 @@ class HostEnvs:
         (obs,) = self._on_device(np.array(obs, dtype=np.float64))
         return obs
 
-    def step(self, actions: Tensor, stepping: np.ndarray | None = None) -> tuple[EnvStep, HostStep]:
-        self.crossings += 1
+    def step(
+        self, actions: Tensor, stepping: np.ndarray | None = None, read: bool = True
+    ) -> tuple[EnvStep, HostStep]:
+        self.crossings += 1  # the step is on the host: read whatever ``read`` says
         actions = actions.cpu().numpy()
         finite_actions = self._all_rows if every(np.isfinite(actions)) else _finite_rows(actions)
         if stepping is not None or finite_actions is not self._all_rows:
@@ -192,14 +207,22 @@ class DeviceEnvs:
     def reset(self, seeds: list[int | None]) -> Tensor:
         return self.envs.reset_tensors(seeds)
 
-    def step(self, actions: Tensor, stepping: np.ndarray | None = None) -> tuple[EnvStep, HostStep]:
+    def step(
+        self, actions: Tensor, stepping: np.ndarray | Tensor | None = None, read: bool = True
+    ) -> tuple[EnvStep, HostStep | None]:
         finite_actions = torch.isfinite(actions).flatten(1).all(1)
         valid = finite_actions
-        if stepping is not None and not stepping.all():  # some rows stopped: their mask
+        if isinstance(stepping, Tensor):  # the stopped rows' mask, already on the device
+            valid = valid & stepping
+        elif stepping is not None and not stepping.all():  # some rows stopped: their mask
             self.crossings += 1
             valid = valid & torch.as_tensor(stepping, device=self.device)
         step = self.envs.step_tensors(torch.where(valid[:, None], actions, self._rest))
         finite = torch.isfinite(step.final_obs).flatten(1).all(1) & torch.isfinite(step.rewards)
+        if not read:  # nothing crosses: the flags stay on the device
+            answer = EnvStep(step.obs, step.final_obs, step.rewards, step.terminated, {},
+                             step.truncated, finite_actions, finite)  # fmt: skip
+            return answer, None
         flags = [step.rewards, step.terminated, step.truncated, finite_actions, finite]
         success = step.entries.get("is_success")
         if success is not None:

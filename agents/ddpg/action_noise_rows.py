@@ -69,12 +69,14 @@ class ActionNoiseRows:
         #: (high − low)/2 in the space's dtype, as the agent computes it
         self.scale = torch.as_tensor((space.high - space.low) / 2, **f64)
 
-    def reset(self, rows: np.ndarray) -> None:
-        """The processes of ``rows`` (an (N,) bool mask, the host's) from their start: an
-        episode starts. A stateful process's mask crosses to the device (counted in
-        :attr:`crossings`): once a step where an episode starts."""
+    def reset(self, rows: np.ndarray | Tensor) -> None:
+        """The processes of ``rows`` (an (N,) bool mask) from their start: an episode
+        starts. A stateful process's mask, if the host's, crosses to the device (counted in
+        :attr:`crossings`): once a step where an episode starts; a mask on the device (the
+        rows a population keeps there, :mod:`agents.ddpg.device_rows`) does not."""
         if self.ornstein_uhlenbeck:
-            self.crossings += 1
+            if not isinstance(rows, Tensor):
+                self.crossings += 1
             mask = torch.as_tensor(rows, device=self.state.device)
             self.state.masked_fill_(mask[:, None], 0.0)
 

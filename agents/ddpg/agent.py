@@ -288,17 +288,24 @@ class DDPG:
 
     # The phases of one environment step (agents/ddpg/step.py) that are a member's own,
     # public because the engine (agents/ddpg/engine.py) calls them for each member.
-    def check_action(self, action: np.ndarray) -> None:
+    def check_action(self, action: np.ndarray, step: int | None = None) -> None:
         """NonFiniteDataError, saying which of the agent's tensors went bad, for an action
-        that is not finite: it never reaches the env."""
+        that is not finite: it never reaches the env. ``step``: the step it is of (default
+        the coming one)."""
         if not np.isfinite(action).all():
-            raise self._non_finite_action(action)
+            raise self._non_finite_action(action, step)
 
     def checked_transition(
-        self, next_obs: np.ndarray, reward: float, terminated: bool, truncated: bool
+        self,
+        next_obs: np.ndarray,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+        step: int | None = None,
     ) -> Transition:
-        """The env's answer as a :class:`Transition`, every number checked finite."""
-        self._check_finite(next_obs, reward)
+        """The env's answer as a :class:`Transition`, every number checked finite (of
+        ``step``, default the coming one)."""
+        self._check_finite(next_obs, reward, step)
         return Transition(next_obs, float(reward), bool(terminated), bool(truncated))
 
     def add_to_bonus(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> None:
@@ -324,9 +331,9 @@ class DDPG:
             return False
         return len(self.buffer) >= self.config.batch_size
 
-    def _check_finite(self, obs: np.ndarray, reward: float) -> None:
+    def _check_finite(self, obs: np.ndarray, reward: float, step: int | None = None) -> None:
         """Nothing non-finite from the environment reaches the buffer (and the networks)."""
-        step = self.num_timesteps + 1
+        step = self.num_timesteps + 1 if step is None else step
         if not math.isfinite(reward):
             raise NonFiniteDataError(
                 f"non-finite reward ({reward}) from {self.env_id} at step {step}; training stopped"
@@ -337,8 +344,9 @@ class DDPG:
                 "training stopped"
             )
 
-    def _non_finite_action(self, action: np.ndarray) -> NonFiniteDataError:
+    def _non_finite_action(self, action: np.ndarray, step: int | None = None) -> NonFiniteDataError:
         """The policy's fault, not the env's: say which of the agent's tensors went bad."""
+        step = self.num_timesteps + 1 if step is None else step
         bad = self.non_finite_state()
         if bad:
             what = f"its weights are no longer finite ({listed(bad)})"
@@ -346,9 +354,8 @@ class DDPG:
             largest = max(float(p.detach().abs().max()) for p in self.actor.parameters())
             what = f"its weights reach {largest:.1e}, so its action overflows"
         return NonFiniteDataError(
-            f"non-finite action ({action.tolist()}) from the actor at step "
-            f"{self.num_timesteps + 1}: {what}; an update diverged (a learning rate too "
-            "large?); training stopped"
+            f"non-finite action ({action.tolist()}) from the actor at step {step}: {what}; "
+            "an update diverged (a learning rate too large?); training stopped"
         )
 
     def non_finite_state(self) -> list[str]:

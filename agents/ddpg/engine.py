@@ -24,7 +24,9 @@ for all:
   autoreset), stepped with every member's action at once, its episodes reset within the
   step (a single run's: its own env, :meth:`DDPG.learn`) — seen as tensors on the engine's
   device (:mod:`agents.common.tensor_envs`: MuJoCo Warp's step there, the others through
-  the host), the host reading one :class:`~agents.common.tensor_envs.HostStep` a step;
+  the host), the host reading one :class:`~agents.common.tensor_envs.HostStep` a step — or,
+  for a population on device envs, the rows the envs' answer changes counted on the device
+  and read at its boundaries (:mod:`agents.ddpg.device_rows`, :meth:`reads_at_boundaries`);
 * the update is :func:`agents.ddpg.update.ddpg_update` vmapped over the members' leading
   dimension (one graph, one batched matrix product per layer, one optimizer step over
   stacked tensors: every rule of ``param_explore`` is elementwise or per layer), compiled as
@@ -66,11 +68,13 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
 from ..common.callbacks import Callback
-from ..common.errors import ConfigError, EnvironmentFailure
+from ..common.errors import ConfigError, EnvironmentFailure, NonFiniteDataError
+from ..common.noise_redraw import redrawn_every_step
 from ..common.stop_requests import stop_requested
-from ..common.tensor_envs import EnvStep, HostStep, some, tensor_envs
+from ..common.tensor_envs import DeviceEnvs, EnvStep, HostStep, some, tensor_envs
 from .action_noise_rows import ActionNoiseRows
 from .compiled_update import CompiledUpdate, inductor_compile
+from .device_rows import DeviceRows
 from .execution import ChosenUpdate, Execution, acting_batched, update_execution
 from .observations import normalized_observations
 from .replay_buffer import Batch, ReplayBuffer
@@ -113,10 +117,9 @@ class Member(Protocol):
     @property
     def between_episodes(self) -> bool: ...
     def act(self, obs: Tensor, deterministic: bool = True) -> Tensor: ...
-    def check_action(self, action: np.ndarray) -> None: ...
-    def checked_transition(
-        self, next_obs: np.ndarray, reward: float, terminated: bool, truncated: bool
-    ) -> Transition: ...
+    def check_action(self, action: np.ndarray, step: int | None = None) -> None: ...
+    def checked_transition(self, next_obs: np.ndarray, reward: float, terminated: bool,
+                           truncated: bool, step: int | None = None) -> Transition: ...  # fmt: skip
     def add_to_bonus(self, obs: Tensor, action: Tensor, next_obs: Tensor) -> None: ...
     def updates_due(self) -> bool: ...
     def with_bonus(self, batch: Batch) -> Batch: ...
@@ -210,6 +213,10 @@ class Engine:
         #: The members' counters, a row each (agents.ddpg.member_rows): counted here for
         #: every member at once, read by each member's front.
         self.rows = state.rows
+        #: The episode rows on the device while a population reads them at its boundaries
+        #: (agents.ddpg.device_rows; set by learn where it does: reads_at_boundaries).
+        self._device_rows: DeviceRows | None = None
+        self._rows_crossings = 0  # those of the device rows of earlier learn calls
         #: The members still training; a member whose own data or update failed stops.
         self.active = list(self.members)
         self.failures: list[MemberFailure] = []
@@ -301,18 +308,43 @@ class Engine:
         #: the step the active members stand at (they step together)
         self._steps_done = int(self.rows.timesteps[self._live].max(initial=0))
         self._next_boundary()
+        if self.reads_at_boundaries():
+            self._device_rows = DeviceRows(self.rows, self._live, self.device, self._steps_done + 1)
         try:
             for _ in range(total_steps):
                 if not self._active:
                     break
                 environment_step(self)
                 self._call_back()
+            if self._device_rows is not None and self._device_rows.pending:
+                self._read_rows()  # the steps after the last boundary
+                self._drop_failed()
         finally:
+            if self._device_rows is not None:
+                self._rows_crossings += self._device_rows.crossings
+                self._device_rows = None
             if self.action_noise is not None:
                 self.action_noise.give_back()
             for member, callback in zip(self.members, self._callbacks):
                 callback.on_training_end(member)
         return self
+
+    def reads_at_boundaries(self) -> bool:
+        """Whether the host reads the steps' rewards and flags at the boundaries only
+        (:mod:`agents.ddpg.device_rows`): envs that step on the device, in a population
+        whose callbacks name their boundaries and whose members' own per-step work needs
+        none of them (no bonus, sampled critic, parameter noise's adaptation, or ε drawn
+        per episode). Otherwise every step is read, as a single run's is."""
+        first = self.members[0]
+        return (
+            isinstance(self.envs, DeviceEnvs)
+            and not self.single_run
+            and not self._every_step
+            and not self._bonus
+            and first.thompson is None
+            and not self._adapts
+            and (self.state.noise is None or redrawn_every_step(first.resample))
+        )
 
     def _schedule(self, member: Member) -> None:
         """When ``member``'s callback is called next (:meth:`Callback.next_call`)."""
@@ -372,6 +404,8 @@ class Engine:
         #: whether each member is still training, a row each
         self._live = np.zeros(len(self.members), np.bool_)
         self._live[[self._index[id(m)] for m in members]] = True
+        if self._device_rows is not None:
+            self._device_rows.live = self._live
 
     def _call(self, member: Member, phase: Callable[..., object], *args: object) -> bool:
         """``phase(member, *args)``; a member's own failure — any exception its phase
@@ -434,11 +468,14 @@ class Engine:
     @property
     def crossings(self) -> int:
         """Host↔device crossings of the steps so far: the envs' (:mod:`agents.common.
-        tensor_envs`: one a step for envs that step on the device, two through the host) and
-        the action noise's (which rows start an episode, where a process restarts); on a CPU
-        they share memory, on a GPU each is a copy."""
+        tensor_envs`: one a step for envs that step on the device, two through the host;
+        none where the rows stay on the device), the action noise's (which rows start an
+        episode, where a process restarts from the host's rows) and the device rows' (a
+        read at each boundary, :mod:`agents.ddpg.device_rows`); on a CPU they share memory,
+        on a GPU each is a copy."""
         noise = 0 if self.action_noise is None else self.action_noise.crossings
-        return self.envs.crossings + noise
+        rows = self._rows_crossings + (self._device_rows.crossings if self._device_rows else 0)
+        return self.envs.crossings + noise + rows
 
     def exploration_actions(self) -> Tensor:
         """Every member's behaviour action, a row each on the device: one acting call, one
@@ -461,7 +498,7 @@ class Engine:
         if answer is None:
             return None
         step, host = answer
-        if host.all_finite:  # the common answer: nothing to check row by row
+        if host is None or host.all_finite:  # not read (checked at a read), or all finite
             return answer
         if not host.finite_actions.all():
             self._keep_active(
@@ -479,12 +516,18 @@ class Engine:
         the active members' observation statistics with its s (baselines l.277), each
         member's bonus's pool (a member whose bonus fails stops), one count of the active
         members' step, return and length; whose episode ended (a row each)."""
-        step, (rewards, terminated, truncated, *_) = answer
+        step, host = answer
         obs = self._obs
         self.buffer.add(obs, actions, step.rewards, step.next_obs, step.terminated)
         everyone = self._everyone
         self.state.update_observations(obs, None if everyone else self._live)
         self._obs = step.obs
+        if host is None:  # counted on the device, read at a boundary
+            self._device_rows.record(actions, step)
+            self.rows.count_timesteps(None if everyone else self._live)
+            self._steps_done += 1
+            return None
+        rewards, terminated, truncated, *_ = host
         if self._bonus:  # each member's own model: its pool, its fit
 
             def pooled(member: Member) -> None:
@@ -500,14 +543,24 @@ class Engine:
     def updates_due(self) -> bool:
         return bool(self._active) and self._active[0].updates_due()
 
-    def end_step(self, ended: np.ndarray) -> None:
+    def end_step(self, ended: np.ndarray | None) -> None:
         """The strategy's noise adaptation where due; the ended episodes counted, each
-        handed to its member's callback (:meth:`Callback.on_episode_end`). A member whose
-        bonus failed in the updates has left."""
+        handed to its member's callback (:meth:`Callback.on_episode_end`) — those of the
+        steps since the last read, where the rows are on the device (``ended`` None) and a
+        boundary is due. A member whose bonus failed in the updates has left."""
         if self._leaving:
             self._drop_failed()
         if not self._active:
             self._ended = np.zeros_like(self._ended)
+            return
+        if ended is None:
+            if (
+                self._steps_done >= self._boundary
+                or self._waits_for_episodes
+                or stop_requested() is not None
+            ):
+                self._read_rows()
+                self._drop_failed()
             return
         if self._adapts and self._active[0].noise_adaptation_due():  # a shared schedule
             self._keep_active(lambda m: m.adapt_noise())
@@ -517,17 +570,49 @@ class Engine:
         if not some(ended):
             return
         self.rows.end_episodes(ended)
-        rows = self.rows
-
-        def episode_end(member: Member) -> None:
-            k = self._index[id(member)]
-            callback = self._callbacks[k]
-            callback.on_episode_end(member, rows.episode_return[k].item(),
-                                    rows.episode_length[k].item())  # fmt: skip
-
+        returns, lengths = self.rows.episode_return, self.rows.episode_length
         for k in np.flatnonzero(ended):
-            self._call(self.members[k], episode_end)
+            self._call(self.members[k], self._episode_ended, returns[k].item(),
+                       lengths[k].item(), self._steps_done)  # fmt: skip
         self._drop_failed()
+
+    def _episode_ended(self, member: Member, episode_return: float, length: int, step: int) -> None:
+        callback = self._callbacks[self._index[id(member)]]
+        callback.on_episode_end(member, episode_return, length, step)
+
+    def _read_rows(self) -> None:
+        """The steps since the last read, read from the device in one copy
+        (:meth:`DeviceRows.read`): each episode that ended handed to its member's callback
+        with its step, in the order of the steps; the rows taken into the host's; a member
+        whose action or transition was not finite stops with its own error, named at the
+        step it failed (its episodes after it are not its run's)."""
+        read = self._device_rows.read()
+        steps = read.first_step + np.arange(len(read.ended))
+        failed = read.failed_at > 0
+        kept = read.ended & ~(failed & (steps[:, None] >= read.failed_at))
+        self.rows.take(kept, read.episode_return, read.episode_length, read.between_episodes)
+        self._ended = kept[-1] if len(kept) else np.zeros_like(self._ended)
+        for t, k in np.argwhere(kept):
+            member = self.members[k]
+            if id(member) not in self._leaving:  # (its callback failed at an earlier end)
+                self._call(member, self._episode_ended, float(read.returns[t, k]),
+                           int(read.lengths[t, k]), int(steps[t]))  # fmt: skip
+        for k in np.flatnonzero(failed & self._live):
+            member = self.members[k]
+            if id(member) not in self._leaving:
+                self._fail(member, self._found_failure(member, int(read.failed_at[k])))
+
+    def _found_failure(self, member: Member, step: int) -> NonFiniteDataError:
+        """``member``'s error for its first non-finite row, of ``step``, found at a read:
+        its own check's message, and the step it was read at."""
+        bad = self._device_rows.bad_row(self._index[id(member)], int(np.prod(self._action_shape)))
+        try:
+            if not np.isfinite(bad.action).all():
+                member.check_action(bad.action.reshape(self._action_shape), step)
+            member.checked_transition(bad.next_obs, bad.reward, False, False, step)
+        except NonFiniteDataError as err:
+            return NonFiniteDataError(f"{err} (read at step {self._steps_done})", step - 1)
+        raise AssertionError(f"member {self._index[id(member)]}: step {step}'s row is finite")
 
     def _row_checked(
         self,
@@ -549,6 +634,10 @@ class Engine:
         None when none does (most steps)."""
         if self._obs is None:
             self._obs = self._reset_envs()
+        if self._device_rows is not None:  # restarted on the device (DeviceRows.record)
+            if self.action_noise is not None:
+                self.action_noise.reset(self._device_rows.ended & self._device_rows.live)
+            return None
         between = self.rows.between_episodes
         starting = between if self._everyone else between & self._live
         if not some(starting):
@@ -606,8 +695,10 @@ class Engine:
         an action of its space (its env steps on)."""
         if not self._active:
             return None
+        rows = self._device_rows
+        stepping = None if self._everyone else self._live if rows is None else rows.live
         try:
-            return self.envs.step(actions, None if self._everyone else self._live)
+            return self.envs.step(actions, stepping, read=rows is None)
         except Exception as err:  # the envs' own failure: every member stops
             step = self.active[0].num_timesteps + 1
             error = EnvironmentFailure(

@@ -10,7 +10,11 @@ are read (logging, evaluation, checkpoints). A single run is a population of one
 rows, N = 1.
 
 Where: on the host, as NumPy arrays, beside what the host reads of each step
-(:class:`~agents.common.tensor_envs.HostStep`'s rewards and flags), which they count.
+(:class:`~agents.common.tensor_envs.HostStep`'s rewards and flags), which they count. Where
+the envs step on the device and nothing in a step needs its flags on the host, the rows the
+flags change (episodes, returns, lengths, between episodes) are counted on the device and
+taken here at the boundaries (:mod:`agents.ddpg.device_rows`); the step and update counts,
+which no env's answer changes, stay here.
 """
 
 from __future__ import annotations
@@ -77,6 +81,24 @@ class MemberRows:
         self.timesteps[stepped] += 1
         self.episode_return[stepped] += rewards[stepped]
         self.episode_length[stepped] += 1
+
+    def count_timesteps(self, stepped: np.ndarray | None) -> None:
+        """One step of the members ``stepped`` (None: every member), its reward and length
+        counted on the device (:class:`~agents.ddpg.device_rows.DeviceRows`)."""
+        if stepped is None:
+            self.timesteps += 1
+        else:
+            self.timesteps[stepped] += 1
+
+    def take(self, ended: np.ndarray, returns: np.ndarray, lengths: np.ndarray,
+             between: np.ndarray) -> None:  # fmt: skip
+        """The episode rows read from the device: the episodes ``ended`` since the last read
+        ((steps, N) each), each member's running return and length, whether it is between
+        episodes."""
+        self.episodes += np.count_nonzero(ended, axis=0)
+        self.episode_return[...] = returns
+        self.episode_length[...] = lengths
+        self.between_episodes[...] = between
 
     def end_episodes(self, ended: np.ndarray) -> None:
         """The episodes of the members ``ended`` are over."""

@@ -210,10 +210,10 @@ class RunCallback(Callback):
                 self._write(line)
 
     def on_episode_end(
-        self, agent: RunnableAgent, episode_return: float, episode_length: int
+        self, agent: RunnableAgent, episode_return: float, episode_length: int, step: int
     ) -> None:
-        self.logger.scalar(TRAIN_EPISODE_RETURN, episode_return, agent.num_timesteps)
-        self.logger.scalar(TRAIN_EPISODE_LENGTH, episode_length, agent.num_timesteps)
+        self.logger.scalar(TRAIN_EPISODE_RETURN, episode_return, step)
+        self.logger.scalar(TRAIN_EPISODE_LENGTH, episode_length, step)
 
     def on_step(self, agent: RunnableAgent) -> bool:
         step = agent.num_timesteps
@@ -464,10 +464,16 @@ class RunCallback(Callback):
                 "diverged: a learning rate too large?)"
             )
 
-    def checkpoint_last_good(self, agent: RunnableAgent) -> str:
+    def checkpoint_last_good(self, agent: RunnableAgent, good_until: int | None = None) -> str:
         """After a failure: checkpoint the state if it is a good one; say where the run
-        can continue from."""
+        can continue from. ``good_until``: a failure found after the fact (its step's rows
+        read at a boundary), the last good step; the state trained past it is not kept."""
         previous = f"{self.checkpoint_path} holds step {self.checkpoint_step}"
+        if good_until is not None and good_until < agent.num_timesteps:
+            return (
+                f"the state trained past step {good_until} is not checkpointed; the last "
+                f"checkpoint stays: {previous}"
+            )
         if self._evaluating:  # the checkpoint would pass an evaluation that was not written
             return f"not checkpointed mid-evaluation; the last checkpoint stays: {previous}"
         if getattr(agent, "boundaries_only", False) and not agent.between_episodes:

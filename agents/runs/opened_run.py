@@ -171,7 +171,7 @@ def close_run(run: OpenRun, stop: Exception | None = None) -> Path:
             raise _not_kept(stop, run_dir) from None
         if isinstance(stop, OSError):
             raise stop
-        where = callback.checkpoint_last_good(agent)
+        where = callback.checkpoint_last_good(agent, getattr(stop, "good_until", None))
         write_explore_csv(run_dir)  # a failed run's exploration is a result too
         raise type(stop)(f"{stop}; {where}") from None
     signum = stop_requested()

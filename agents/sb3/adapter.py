@@ -123,7 +123,7 @@ def report_episode_end(step_locals: dict[str, Any], agent: Any, callback: Callba
     dones, infos = step_locals["dones"], step_locals["infos"]
     if dones[0] and "episode" in infos[0]:
         episode = infos[0]["episode"]
-        callback.on_episode_end(agent, float(episode["r"]), int(episode["l"]))
+        callback.on_episode_end(agent, float(episode["r"]), int(episode["l"]), agent.num_timesteps)
     return bool(dones[0])
 
 
