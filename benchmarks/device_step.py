@@ -9,8 +9,9 @@ native engine unless a file says otherwise); ``--eager`` times the uncompiled up
 after it. ``--task halfcheetah``: HalfCheetah-v4 with Khan et al.'s 400-300 networks;
 ``--task sparse``: SparseMountainCar-v0 with ``configs/sparse-study.yaml`` (64-64 networks,
 normalised actions, 50 updates every 100 steps); ``--strategy`` (``vadam``) picks the preset;
-``--cuda-graph`` times the compiled update replayed from a CUDA graph too
-(:mod:`agents.ddpg.captured_call`: whether it pays decides whether it becomes a setting).
+``--cuda-graph`` times the compiled update and the members' batched acting replayed from CUDA
+graphs too (:mod:`agents.ddpg.captured_call`: whether it pays decides whether it becomes a
+setting).
 Each member's callback works every ``--boundary`` steps (100: a run's progress boundary, the
 most frequent of its own), so where the envs step on the device the host reads the steps'
 rewards and flags there only (:mod:`agents.ddpg.device_rows`); ``--every-step`` times the
@@ -158,6 +159,8 @@ def timed(
     engine = population(configs, args.backend)
     if captured and not engine.capture_update():
         return f"  N = {len(configs):4d}: an eager update, nothing to capture"
+    # (False for one member, which acts through its own predict)
+    acting_captured = captured and engine.capture_acting()
     members, learner = len(configs), configs[0].learner
     if every_step:
         callbacks = [Callback() for _ in range(members)]
@@ -176,8 +179,10 @@ def timed(
     seconds = time.perf_counter() - start
     crossings = (engine.crossings - before) / steps
     path = "captured" if captured else "compiled" if learner.compile else "eager"
+    if acting_captured:
+        path += "+acting"
     reads = "every step" if not engine.reads_at_boundaries() else f"every {args.boundary} steps"
-    line = (f"  N = {members:4d} {path:>8}: {members * steps / seconds:9.0f} seed-steps/s "
+    line = (f"  N = {members:4d} {path:>15}: {members * steps / seconds:9.0f} seed-steps/s "
             f"({steps} steps), {type(engine.envs).__name__}, rows read {reads}, "
             f"{crossings:.2f} crossings/step")  # fmt: skip
     if torch.device(args.device).type == "cuda":

@@ -25,8 +25,8 @@
 #     its callbacks' boundaries and (DEVICE_EVERY=--every-step, the default) every step;
 #  6. pytest: the CUDA cases (marker `cuda`) of the tests parametrized by device;
 #  7. then, while BUDGET lasts: device_graph, device_step with --cuda-graph for GRAPH_MEMBERS
-#     (1 100) members (the compiled update and the same replayed from a CUDA graph,
-#     agents/ddpg/captured_call.py); device_step for the sparse car, benchmarks/population.py
+#     (1 100) members (the compiled update and the same with it and the members' acting
+#     replayed from CUDA graphs, agents/ddpg/captured_call.py); device_step for the sparse car, benchmarks/population.py
 #     (MEMBERS (100) members in-process, --peak: the compiled update's share of the GPU's
 #     fp32 peak), the sparse tasks' device envs.
 # The limits of stages 1-4 (WARP_LIMIT 90, WHOLE_LIMIT 170, LARGE_LIMIT 100, HOST_LIMIT 60 s)
@@ -195,7 +195,7 @@ fi
 if [ -n "$TESTS" ]; then
   stage pytest "$STAGE_LIMIT" python3 -m pytest -q -rA -n "${TEST_WORKERS:-4}" \
     -p no:cacheprovider tests/test_devices.py tests/test_population.py \
-    tests/test_torch_mountain_car.py -m cuda -k "$TESTS"
+    tests/test_torch_mountain_car.py tests/test_device_rows.py -m cuda -k "$TESTS"
 fi
 
 # 7. While the budget lasts: the update replayed from a CUDA graph beside the compiled one,

@@ -30,7 +30,7 @@ from agents.runs.population_run import train_population
 from agents.settings import DDPGSettings
 from agents.settings.resolve import resolve_runs
 
-from conftest import NumpyFace
+from conftest import DEVICES, NumpyFace
 
 ENV, LIMIT, SEEDS = "MountainCarContinuous-v0", 30, [3, 5, 7]
 SMALL = {"hidden_sizes": [8, 8], "batch_size": 8, "learning_starts": 16, "buffer_size": 300,
@@ -65,18 +65,18 @@ class Recorder(Callback):
         return True
 
 
-def engines(strategy: str, steps: int, poison: dict[int, int] | None = None):
-    """The same three members on the torch car trained ``steps`` steps two ways — on the
-    device, reading at boundaries, and through the car's numpy face, reading every step —
-    with a :class:`Recorder` each (every 25 steps; member k's actor made non-finite after
-    step ``poison[k]``)."""
+def engines(strategy: str, steps: int, device: str, poison: dict[int, int] | None = None):
+    """The same three members on the torch car on ``device`` trained ``steps`` steps two
+    ways — on the device, reading at boundaries, and through the car's numpy face, reading
+    every step — with a :class:`Recorder` each (every 25 steps; member k's actor made
+    non-finite after step ``poison[k]``)."""
     config = DDPGSettings.from_values({"strategy": strategy, **SMALL})
     ways = []
     for face in (lambda envs: envs, NumpyFace):
         members = build_members(
-            [make_env(ENV, max_episode_steps=LIMIT) for _ in SEEDS], [config] * 3, SEEDS, "cpu"
+            [make_env(ENV, max_episode_steps=LIMIT) for _ in SEEDS], [config] * 3, SEEDS, device
         )
-        envs = make_vector_env(ENV, 3, max_episode_steps=LIMIT, backend="torch", device="cpu")
+        envs = make_vector_env(ENV, 3, max_episode_steps=LIMIT, backend="torch", device=device)
         engine = Engine(members.agents, face(envs), members.state)
         callbacks = [Recorder(25, (poison or {}).get(k)) for k in range(3)]
         for callback in callbacks:
@@ -86,17 +86,18 @@ def engines(strategy: str, steps: int, poison: dict[int, int] | None = None):
     return ways
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("strategy", ["vadam", "ou-action"])
-def test_rows_read_at_boundaries_train_and_call_back_as_rows_read_every_step(strategy):
+def test_rows_read_at_boundaries_train_and_call_back_as_rows_read_every_step(strategy, device):
     """On the device no step is copied to the host; reads happen at the boundaries and, while
     a callback waits for an episode's end, every step until it ends. Everything else is the
     per-step reading's, bit for bit: weights, buffer, counters, every episode handed over
     with its step, return and length, every call at its step seeing the same counters
     (Ornstein-Uhlenbeck's restarts from the device's mask)."""
     steps = 100
-    (device, on_device), (host, through_host) = engines(strategy, steps)
-    assert isinstance(device.envs, DeviceEnvs) and isinstance(host.envs, HostEnvs)
-    assert device.envs.crossings == 0
+    (boundaries, on_device), (every, through_host) = engines(strategy, steps, device)
+    assert isinstance(boundaries.envs, DeviceEnvs) and isinstance(every.envs, HostEnvs)
+    assert boundaries.envs.crossings == 0
     for mine, theirs in zip(on_device, through_host, strict=True):
         assert mine.episodes == theirs.episodes
         assert [s for s, *_ in mine.episodes] == [30, 60, 90]
@@ -105,37 +106,38 @@ def test_rows_read_at_boundaries_train_and_call_back_as_rows_read_every_step(str
         assert [s for s, *_ in mine.seen] == [25, 30, 50, 60, 75, 90, 100]
     for name in ("timesteps", "updates", "episodes", "episode_return", "episode_length",
                  "between_episodes"):  # fmt: skip
-        assert np.array_equal(getattr(device.rows, name), getattr(host.rows, name)), name
-    for mine, theirs in zip(device.members, host.members, strict=True):
+        assert np.array_equal(getattr(boundaries.rows, name), getattr(every.rows, name)), name
+    for mine, theirs in zip(boundaries.members, every.members, strict=True):
         assert mine.num_updates == theirs.num_updates > 0
         for p, q in zip(mine.actor.parameters(), theirs.actor.parameters(), strict=True):
             assert torch.equal(p, q)
     for name in ("obs", "actions", "rewards", "next_obs", "terminated"):
-        assert torch.equal(device.buffer.storage[name], host.buffer.storage[name])
+        assert torch.equal(boundaries.buffer.storage[name], every.buffer.storage[name])
     # the start's copy, then one a read: 4 boundaries and the 5 + 10 + 15 waiting steps
-    assert device.crossings == 1 + 4 + 30
-    assert host.crossings == 1 + 2 * steps + (4 if strategy == "ou-action" else 0)
+    assert boundaries.crossings == 1 + 4 + 30
+    assert every.crossings == 1 + 2 * steps + (4 if strategy == "ou-action" else 0)
 
 
-def test_a_member_found_non_finite_at_a_read_stops_alone_named_at_its_step():
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_member_found_non_finite_at_a_read_stops_alone_named_at_its_step(device):
     """Member 1's actor turns non-finite after step 30 (its callback's call at its episode's
     end): read every step, it stops at step 31; on the device it is found at the next read
     (step 50) with the same message, the step it failed at, and the last good step (30) —
     the others' runs are the same either way."""
-    (device, on_device), (host, through_host) = engines("vadam", 75, poison={1: 30})
-    (late,), (at_once,) = device.failures, host.failures
-    assert late.member is device.members[1] and at_once.member is host.members[1]
+    (boundaries, on_device), (every, through_host) = engines("vadam", 75, device, poison={1: 30})
+    (late,), (at_once,) = boundaries.failures, every.failures
+    assert late.member is boundaries.members[1] and at_once.member is every.members[1]
     assert isinstance(late.error, NonFiniteDataError)
     assert str(late.error) == f"{at_once.error} (read at step 50)"
     assert "non-finite action" in str(late.error) and "at step 31:" in str(late.error)
     assert late.error.good_until == 30 and at_once.error.good_until is None
-    assert device.members[1].num_timesteps == 50 and host.members[1].num_timesteps == 30
+    assert boundaries.members[1].num_timesteps == 50 and every.members[1].num_timesteps == 30
     assert on_device[1].episodes == through_host[1].episodes == [through_host[1].episodes[0]]
     for k in (0, 2):
         assert on_device[k].episodes == through_host[k].episodes
         assert on_device[k].seen == through_host[k].seen
-        for p, q in zip(device.members[k].actor.parameters(), host.members[k].actor.parameters(),
-                        strict=True):  # fmt: skip
+        mine, theirs = boundaries.members[k].actor, every.members[k].actor
+        for p, q in zip(mine.parameters(), theirs.parameters(), strict=True):
             assert torch.equal(p, q)
 
 

@@ -628,3 +628,26 @@ def test_a_captured_update_is_the_update(device):
             for (name, p), q in zip(getattr(a, module).named_parameters(),
                                     getattr(b, module).parameters(), strict=True):  # fmt: skip
                 torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7, msg=f"{module}.{name}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_captured_acting_is_the_acting(device):
+    """The members' batched acting replayed from a CUDA graph (its observations copied in,
+    its actions the capture's output, read before the next replay) acts as the direct
+    calls do, every step one call: the same actions stored, bit for bit; on the CPU the
+    same copies and calls run. One member acts through its own predict: nothing to capture."""
+    sides = [
+        make_population("Pendulum-v1", member_settings("vadam"), SEEDS, device) for _ in range(2)
+    ]
+    direct, replayed = sides
+    assert replayed.capture_acting()
+    for population in sides:
+        population.learn(60, [Callback() for _ in SEEDS])
+    captured = replayed._acting.captured
+    assert captured is not None and captured.calls == 60
+    assert captured.captured == (device == "cuda")
+    assert direct._acting.captured is None
+    stored = [population.buffer.storage["actions"][:, :60] for population in sides]
+    assert torch.equal(*stored) and stored[0].abs().sum() > 0
+    alone = make_population("Pendulum-v1", member_settings("vadam")[:1], SEEDS[:1], device)
+    assert not alone.capture_acting()

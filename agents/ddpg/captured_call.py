@@ -1,4 +1,5 @@
-"""The compiled update replayed from a CUDA graph: one launch for all its kernels.
+"""A compiled graph replayed from a CUDA graph — the update, the members' acting: one launch
+for all its kernels.
 
 Why: on a GPU, a population's compiled update of small networks is a few dozen kernels, and
 launching them one by one from the host costs time the device spends idle (LeanRL's
@@ -9,7 +10,10 @@ What makes the update capturable: it reads nothing back and sends nothing to the
 (its numbers are computed inside the graph from step counts on the device,
 :mod:`agents.ddpg.compiled_update`), draws no random number, and every tensor it reads or
 writes but the minibatch lives at a fixed address (the members' stacked state, updated in
-place). The minibatch — new tensors every step — is copied into buffers of its own.
+place). The minibatch — new tensors every step — is copied into buffers of its own. The
+members' acting (:class:`agents.ddpg.engine.BatchedActing`) is the same: the stacked state
+and the step's ε at fixed addresses, the observations copied in; its output, the actions, is
+the tensor the capture allocated, written again by every replay (read before the next call).
 
 How: the first ``warmup`` calls run the function directly (on a side stream, as
 ``torch.cuda.graph`` requires of work before a capture); the next call captures it and
@@ -19,7 +23,8 @@ On a device without CUDA graphs (the CPU) every call makes the same copies and c
 same function: the kernels a capture would record, so the CPU's tests run this path too.
 
 Not a setting yet: ``benchmarks/device_step.py --cuda-graph`` measures whether it pays on a
-lent GPU (``benchmarks/gpu_check.sh``); until then a run's update calls its function.
+lent GPU (``benchmarks/gpu_check.sh``); until then a run's update and acting call their
+functions.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class CapturedCall:
         self._cuda = self._buffers[0].device.type == "cuda"
         self._warmup = warmup
         self._graph: torch.cuda.CUDAGraph | None = None
+        self._output: object = None  # what the captured call returned
         #: Calls so far (the warm-up ones, the capture and the replays).
         self.calls = 0
 
@@ -58,26 +64,30 @@ class CapturedCall:
         """Whether later calls replay a CUDA graph."""
         return self._graph is not None
 
-    def __call__(self, batch: Sequence[Tensor]) -> None:
+    def __call__(self, batch: Sequence[Tensor]) -> object:
+        """One call on ``batch``; what the function returns (from a replay: the captured
+        call's output tensors, written again by each replay)."""
         for buffer, x in zip(self._buffers, batch, strict=True):
             buffer.copy_(x)
         self.calls += 1
         if self._graph is not None:
             self._graph.replay()
-        elif not self._cuda:
-            self._function(*self._fixed, *self._buffers)
-        elif self.calls <= self._warmup:
-            self._on_side_stream()
-        else:
-            self._graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self._graph):
-                self._function(*self._fixed, *self._buffers)
-            self._graph.replay()
+            return self._output
+        if not self._cuda:
+            return self._function(*self._fixed, *self._buffers)
+        if self.calls <= self._warmup:
+            return self._on_side_stream()
+        self._graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self._graph):
+            self._output = self._function(*self._fixed, *self._buffers)
+        self._graph.replay()
+        return self._output
 
-    def _on_side_stream(self) -> None:
+    def _on_side_stream(self) -> object:
         """One direct call on a side stream, ordered after and before the current one's work."""
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            self._function(*self._fixed, *self._buffers)
+            output = self._function(*self._fixed, *self._buffers)
         torch.cuda.current_stream().wait_stream(stream)
+        return output

@@ -73,6 +73,7 @@ from ..common.noise_redraw import redrawn_every_step
 from ..common.stop_requests import stop_requested
 from ..common.tensor_envs import DeviceEnvs, EnvStep, HostStep, some, tensor_envs
 from .action_noise_rows import ActionNoiseRows
+from .captured_call import CapturedCall
 from .compiled_update import CompiledUpdate, inductor_compile
 from .device_rows import DeviceRows
 from .execution import ChosenUpdate, Execution, acting_batched, update_execution
@@ -773,6 +774,16 @@ class Engine:
         graph.capture()
         return True
 
+    def capture_acting(self) -> bool:
+        """Replay the members' batched acting from a CUDA graph from its next call on (as
+        :meth:`capture_update`); False where the members act one by one (a single run, an
+        eager update, a strategy that does not act at its training point)."""
+        acting = self._acting_graph() if self._acting_pending else self._acting
+        if acting is None:
+            return False
+        acting.capture()
+        return True
+
     def with_bonuses(self, batch: Batch) -> Batch:
         """``batch`` with each active member's bonus on its rows' rewards
         (:meth:`DDPG.with_bonus`); a member whose bonus fails stops."""
@@ -857,6 +868,15 @@ class BatchedActing:
             (state.actor, state.actor_state, state.obs_moments, state.actor_buffers)
         )
         self._compiled: Callable[..., Tensor] | None = None
+        #: Whether calls go through a :class:`CapturedCall` (:meth:`capture`), and it.
+        self._captures = False
+        self.captured: CapturedCall | None = None
+
+    def capture(self) -> None:
+        """Replay the acting from a CUDA graph from the next call on
+        (:mod:`agents.ddpg.captured_call`: its observations copied in, its actions the
+        capture's output; on the CPU the same copies and calls)."""
+        self._captures = True
 
     def _act(self, *flat: Tensor) -> Tensor:
         *leaves, counts, members, obs = flat
@@ -875,7 +895,11 @@ class BatchedActing:
         inputs = [*self._inputs, obs]
         if self._compiled is None:
             self._compiled = _batched_graph(self._act, inputs, compile=self._compile)
-        return _output(self._compiled(*inputs))
+        if not self._captures:
+            return _output(self._compiled(*inputs))
+        if self.captured is None:
+            self.captured = CapturedCall(self._compiled, self._inputs, [obs])
+        return _output(self.captured([obs]))
 
 
 class BatchedMove:
