@@ -549,12 +549,17 @@ def advance_steps(states: list[dict]) -> dict[int, list[int]]:
     """Increment each state's ``step``; group the indices by the new step count.
 
     Parameters that skipped steps (no gradient) have their own bias correction, so the
-    foreach updates run once per distinct step count — in practice once.
+    foreach updates run once per distinct step count — in practice once. The counts are
+    read in one copy: a population's (and a compiled run's) live on its device, where
+    reading each parameter's would wait for the device once per parameter.
     """
-    buckets: dict[int, list[int]] = {}
-    for i, state in enumerate(states):
+    if not states:
+        return {}
+    for state in states:
         state["step"] += 1
-        buckets.setdefault(int(state["step"]), []).append(i)
+    buckets: dict[int, list[int]] = {}
+    for i, count in enumerate(torch.stack([state["step"] for state in states]).tolist()):
+        buckets.setdefault(int(count), []).append(i)
     return buckets
 
 

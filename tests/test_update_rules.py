@@ -15,6 +15,8 @@ from torch.utils import _pytree as pytree
 
 import param_explore as pe
 
+from conftest import DEVICES
+
 pytestmark = pytest.mark.trains  # .ci/run runs these again under another kernel set
 
 SHAPES = [(3, 2), (2,)]
@@ -366,6 +368,38 @@ def test_vadam_first_step_by_hand():
     # σ uses the raw (not bias-corrected) s = (1−γ₂) g² plus c.
     expected = 1.0 / torch.sqrt(0.001 * torch.tensor([9.0, 4.0]) + 4.0)
     assert torch.allclose(opt.sampling_std()[0], expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_parameter_that_skipped_an_update_takes_its_own_bias_correction(device):
+    """Vadam with λ = 0: q has no gradient at the second step, so at the third its moments
+    are at their second step and it takes t = 2's bias correction, p t = 3's (the step
+    counts read in one copy, ``advance_steps``); the moves from Adam's recursions in NumPy,
+    which Vadam's step is for λ = 0."""
+
+    def moved(start: float, grads: list) -> float:
+        m = s = 0.0
+        t = 0
+        for g in grads:
+            if g is None:  # no gradient: no step, no count
+                continue
+            t += 1
+            m, s = 0.9 * m + 0.1 * g, 0.999 * s + 0.001 * g * g
+            start -= 0.1 * (m / (1 - 0.9**t)) / np.sqrt(s / (1 - 0.999**t))
+        return start
+
+    p = torch.nn.Parameter(torch.tensor([0.5], device=device))
+    q = torch.nn.Parameter(torch.tensor([-0.25], device=device))
+    opt = pe.Vadam([p, q], lr=0.1, prior_precision=0.0, sample_constant=4.0)
+    grads = {"p": [3.0, 2.0, 1.0], "q": [3.0, None, 1.0]}
+    for t in range(3):
+        for name, x in (("p", p), ("q", q)):
+            g = grads[name][t]
+            x.grad = None if g is None else torch.tensor([g], device=device)
+        opt.step()
+    assert [float(opt.state[x]["step"]) for x in (p, q)] == [3.0, 2.0]
+    np.testing.assert_allclose(p.item(), moved(0.5, grads["p"]), rtol=1e-6)
+    np.testing.assert_allclose(q.item(), moved(-0.25, grads["q"]), rtol=1e-6)
 
 
 def test_vadagrad_precision_never_decreases():
