@@ -50,6 +50,8 @@ class RunnableAgent(Protocol):
     adapters (:mod:`agents.sb3`) provide it."""
 
     checkpoint_name: str
+    #: its env (the run's, with its spaces)
+    env: Any
     num_timesteps: int
     num_updates: int
     between_episodes: bool

@@ -190,10 +190,6 @@ class RunCallback(Callback):
         first needed (a population's members run theirs on the population's envs)."""
         return [make_task_env(self.config) for _ in range(self.config.eval_episodes)]
 
-    @cached_property
-    def _observation_space(self) -> gym.Space:
-        return make_task_env(self.config).observation_space
-
     def on_training_start(self, agent: RunnableAgent) -> None:
         self._window_start = (agent.num_timesteps, agent.num_updates, agent.skipped_updates)
         self.bar.update(agent.num_timesteps - self.bar.n)
@@ -454,7 +450,7 @@ class RunCallback(Callback):
         """A state whose weights are finite can still act non-finitely (weights so large
         that a layer overflows): such a state is never a checkpoint. The probe is the mean
         action at the observation nearest zero (no env call, no random number drawn)."""
-        space = self._observation_space
+        space = agent.env.observation_space  # (the run's env: no env built for the probe)
         obs = np.clip(np.zeros(space.shape), space.low, space.high).astype(space.dtype)
         action = agent.predict(obs, True)
         if not np.isfinite(action).all():
