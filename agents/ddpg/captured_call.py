@@ -11,7 +11,7 @@ What makes the update capturable: it reads nothing back and sends nothing to the
 :mod:`agents.ddpg.compiled_update`), draws no random number, and every tensor it reads or
 writes but the minibatch lives at a fixed address (the members' stacked state, updated in
 place). The minibatch — new tensors every step — is copied into buffers of its own. The
-members' acting (:class:`agents.ddpg.engine.BatchedActing`) is the same: the stacked state
+members' acting (:class:`agents.ddpg.batched_acting.BatchedActing`) is the same: the stacked state
 and the step's ε at fixed addresses, the observations copied in; its output, the actions, is
 the tensor the capture allocated, written again by every replay (read before the next call).
 

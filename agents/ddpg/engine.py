@@ -63,9 +63,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from torch import Tensor
-from torch.func import functional_call, vmap
-from torch.fx.experimental.proxy_tensor import make_fx
-from torch.utils import _pytree as pytree
+from torch.func import functional_call
 
 from ..common.callbacks import Callback
 from ..common.errors import ConfigError, EnvironmentFailure, NonFiniteDataError
@@ -73,15 +71,14 @@ from ..common.noise_redraw import redrawn_every_step
 from ..common.stop_requests import stop_requested
 from ..common.tensor_envs import DeviceEnvs, EnvStep, HostStep, some, tensor_envs
 from .action_noise_rows import ActionNoiseRows
-from .captured_call import CapturedCall
-from .compiled_update import CompiledUpdate, inductor_compile
+from .batched_acting import BatchedActing, BatchedMove, batched_graph, graph_output
+from .compiled_update import CompiledUpdate
 from .device_rows import DeviceRows
 from .execution import ChosenUpdate, Execution, acting_batched, update_execution
 from .observations import normalized_observations
 from .replay_buffer import Batch, ReplayBuffer
 from .stacked_state import StackedState
 from .step import environment_step
-from .thompson import count_moves, moved_units
 
 
 class Transition(NamedTuple):
@@ -823,9 +820,9 @@ class Engine:
                 return functional_call(actor, weights, (member_obs,))
 
             execution = update_execution(self.members[0].config.compile, stacked=True)
-            graph = _batched_graph(act, inputs, execution is Execution.COMPILED)
+            graph = batched_graph(act, inputs, execution is Execution.COMPILED)
             self._mean_graphs[obs_t.shape] = graph
-        return _output(graph(*inputs))
+        return graph_output(graph(*inputs))
 
     def _acting_graph(self) -> Callable[[Tensor], Tensor] | None:
         """Every member's action at its θ as one batched graph (compiled as its update is)
@@ -843,120 +840,8 @@ class Engine:
             or self._update.built() is None
         ):
             return None
-        self._acting = BatchedActing(self, first.config.compile)
+        compile = first.config.compile
+        self._acting = BatchedActing(first, self.state, self._update.graph, compile)
         if first.thompson is not None:
-            self._move = BatchedMove(self, first.config.compile)
+            self._move = BatchedMove(first, self.state, compile)
         return self._acting
-
-
-class BatchedActing:
-    """Every member's policy action at its sample θ = μ + σ⊙ε (its training point), as one
-    graph vmapped over the members, compiled with ``compile`` (else run op by op, as the
-    population's traced update): σ from the strategy's one formula."""
-
-    def __init__(self, engine: Engine, compile: bool) -> None:
-        self._compile = compile
-        first = engine.members[0]
-        self._step = first.actor_optimizer.traceable_step()
-        self._actor = first.actor
-        state = engine.state.graph_state()
-        self._update = engine._update.graph
-        members = self._update.member_settings
-        self._inputs = [*state.actor, *pytree.tree_leaves(state.actor_state), *state.obs_moments,
-                        *state.actor_buffers.values(), state.actor_counts, members]  # fmt: skip
-        self._spec = pytree.tree_structure(
-            (state.actor, state.actor_state, state.obs_moments, state.actor_buffers)
-        )
-        self._compiled: Callable[..., Tensor] | None = None
-        #: Whether calls go through a :class:`CapturedCall` (:meth:`capture`), and it.
-        self._captures = False
-        self.captured: CapturedCall | None = None
-
-    def capture(self) -> None:
-        """Replay the acting from a CUDA graph from the next call on
-        (:mod:`agents.ddpg.captured_call`: its observations copied in, its actions the
-        capture's output; on the CPU the same copies and calls)."""
-        self._captures = True
-
-    def _act(self, *flat: Tensor) -> Tensor:
-        *leaves, counts, members, obs = flat
-        actor, state, moments, buffers = pytree.tree_unflatten(leaves, self._spec)
-        if moments:  # the networks see normalised observations
-            obs = normalized_observations(obs, *moments)
-        # θ from σ of the coming step: its numbers from the members' counts, in the graph
-        c = self._update.traced_numbers("actor", counts, members)
-        with torch.no_grad():
-            theta = self._step.training_point(actor, state, c)
-            weights = {**dict(zip(self._step.names, theta, strict=True)), **buffers}
-            return functional_call(self._actor, weights, (obs,))
-
-    @torch.no_grad()
-    def __call__(self, obs: Tensor) -> Tensor:
-        inputs = [*self._inputs, obs]
-        if self._compiled is None:
-            self._compiled = _batched_graph(self._act, inputs, compile=self._compile)
-        if not self._captures:
-            return _output(self._compiled(*inputs))
-        if self.captured is None:
-            self.captured = CapturedCall(self._compiled, self._inputs, [obs])
-        return _output(self.captured([obs]))
-
-
-class BatchedMove:
-    """Every member's action moved along its held sample of a sampled critic
-    (:func:`agents.ddpg.thompson.moved_units`), as one graph vmapped over the members,
-    compiled with ``compile``; the moves counted in the stack's rows, on the device."""
-
-    def __init__(self, engine: Engine, compile: bool) -> None:
-        first = engine.members[0]
-        thompson = first.thompson
-        self._critic, self._names, self._shift = first.critic, thompson.names, thompson.shift
-        self._center, self._scale = first.actor.action_offset, first.actor.action_scale
-        state = engine.state
-        self._samples, self._moments, self._moves = (
-            state.critic_samples,
-            state.obs_moments,
-            state.critic_moves,
-        )
-        self._compile = compile
-        self._graph: Callable[..., object] | None = None
-
-    def _move(self, *flat: Tensor) -> tuple[Tensor, Tensor]:
-        count = len(self._names)
-        weights = dict(zip(self._names, flat[:count], strict=True))
-        *moments, obs, units, center, scale = flat[count:]
-        if moments:  # the networks see normalised observations
-            obs = normalized_observations(obs, *moments)
-
-        def q_of(moved: Tensor) -> Tensor:
-            return functional_call(self._critic, weights, (obs, center + scale * moved))
-
-        return moved_units(q_of, units, self._shift)
-
-    @torch.no_grad()
-    def __call__(self, obs: Tensor, actions: Tensor) -> Tensor:
-        """``actions`` (members, action dim) for the members' raw ``obs``, moved."""
-        units = (actions - self._center) / self._scale
-        members = len(actions)
-        inputs = [*self._samples, *self._moments, obs, units,
-                  self._center.expand(members, -1), self._scale.expand(members, -1)]  # fmt: skip
-        if self._graph is None:
-            self._graph = _batched_graph(self._move, inputs, compile=self._compile)
-        clipped, wanted = self._graph(*inputs)
-        count_moves(self._moves, units, clipped, wanted)
-        return self._center + self._scale * clipped
-
-
-def _batched_graph(
-    function: Callable[..., Tensor], inputs: list[Tensor], compile: bool
-) -> Callable[..., object]:
-    """``function`` of one member vmapped over the members' leading dimension of
-    ``inputs``, traced once into a graph of batched ops (no per-call vmap overhead), and
-    compiled by TorchInductor if ``compile``."""
-    graph = make_fx(vmap(function), tracing_mode="fake")(*inputs)
-    return inductor_compile(graph, inputs) if compile else graph
-
-
-def _output(result: object) -> Tensor:
-    """A traced graph's one output (a compiled graph returns it in a list)."""
-    return result[0] if isinstance(result, (list, tuple)) else result
