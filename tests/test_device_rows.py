@@ -65,12 +65,14 @@ class Recorder(Callback):
         return True
 
 
-def engines(strategy: str, steps: int, device: str, poison: dict[int, int] | None = None):
+def engines(
+    strategy: str, steps: int, device: str, poison: dict[int, int] | None = None, **settings
+):
     """The same three members on the torch car on ``device`` trained ``steps`` steps two
     ways — on the device, reading at boundaries, and through the car's numpy face, reading
     every step — with a :class:`Recorder` each (every 25 steps; member k's actor made
-    non-finite after step ``poison[k]``)."""
-    config = DDPGSettings.from_values({"strategy": strategy, **SMALL})
+    non-finite after step ``poison[k]``; ``settings`` over :data:`SMALL`)."""
+    config = DDPGSettings.from_values({"strategy": strategy, **SMALL, **settings})
     ways = []
     for face in (lambda envs: envs, NumpyFace):
         members = build_members(
@@ -139,6 +141,21 @@ def test_a_member_found_non_finite_at_a_read_stops_alone_named_at_its_step(devic
         mine, theirs = boundaries.members[k].actor, every.members[k].actor
         for p, q in zip(mine.parameters(), theirs.parameters(), strict=True):
             assert torch.equal(p, q)
+
+
+def test_a_failure_whose_row_the_buffer_wrote_over_is_named_at_its_step():
+    """The message is made from the row the step stored in the replay buffer: with a buffer
+    of 12 transitions, the read at step 50 finds step 31's row written over, and says so,
+    with the step it failed at and the last good step."""
+    (boundaries, _), _ = engines(
+        "vadam", 75, "cpu", poison={1: 30}, buffer_size=12, learning_starts=8
+    )
+    (late,) = boundaries.failures
+    assert late.member is boundaries.members[1] and late.error.good_until == 30
+    assert str(late.error) == (
+        "a non-finite action or transition at step 31 (read at step 50, its row since "
+        "overwritten); training stopped"
+    )
 
 
 class NonFiniteRewardAt(gym.vector.VectorWrapper):

@@ -56,14 +56,6 @@ class RowsRead(NamedTuple):
     failed_at: np.ndarray
 
 
-class BadRow(NamedTuple):
-    """A member's first non-finite row: its action, s' and reward at that step."""
-
-    action: np.ndarray
-    next_obs: np.ndarray
-    reward: float
-
-
 class DeviceRows:
     """N members' episode rows on ``device`` (module docstring), starting from ``rows``."""
 
@@ -73,7 +65,7 @@ class DeviceRows:
         """``live``: which members train; ``next_step``: the step the next record is of."""
         self.device = device
         #: host↔device copies so far: this start's, each read's, each change of the members
-        #: that train, each failure's row
+        #: that train (the engine counts here its reads of a failed member's row)
         self.crossings = 1
         start = np.stack([rows.episode_return, rows.episode_length, rows.between_episodes, live])
         start = torch.as_tensor(start.astype(np.float64), device=device)  # the start's copy
@@ -83,7 +75,6 @@ class DeviceRows:
         self.ended = start[2] > 0
         self._live = start[3] > 0
         self.failed_at = torch.zeros(len(rows), dtype=torch.int64, device=device)
-        self._bad: Tensor | None = None  # (N, action + obs + 1) the first bad rows, float64
         self._records: list[Tensor] = []
         self._first_step = next_step
 
@@ -102,9 +93,10 @@ class DeviceRows:
         """Steps recorded since the last read."""
         return len(self._records)
 
-    def record(self, actions: Tensor, step: EnvStep) -> None:
+    def record(self, step: EnvStep) -> None:
         """One step of every live member: its episode restarted where the last ended, its
-        reward and length counted, its episode's end and first non-finite row kept."""
+        reward and length counted, its episode's end and the step of its first non-finite
+        row kept (the row itself is in the replay buffer, where the step stored it)."""
         live, f64 = self._live, torch.float64
         restart = self.ended & live
         returns = torch.where(restart, 0.0, self.episode_return)
@@ -119,9 +111,6 @@ class DeviceRows:
         bad = ~(step.finite_actions & step.finite) & live & (self.failed_at == 0)
         step_number = self._first_step + len(self._records) - 1
         self.failed_at = torch.where(bad, step_number, self.failed_at)
-        rows = (actions.flatten(1), step.next_obs.flatten(1), step.rewards[:, None])
-        values = torch.cat([row.to(f64) for row in rows], dim=1)
-        self._bad = values if self._bad is None else torch.where(bad[:, None], values, self._bad)
 
     def read(self) -> RowsRead:
         """The steps recorded since the last read, and the rows now: one copy to the host."""
@@ -151,9 +140,3 @@ class DeviceRows:
         self._first_step += steps
         self._records = []
         return read
-
-    def bad_row(self, k: int, action_size: int) -> BadRow:
-        """Member ``k``'s first non-finite row (a second copy, after a read that found one)."""
-        self.crossings += 1
-        values = self._bad[k].cpu().numpy()
-        return BadRow(values[:action_size], values[action_size:-1], float(values[-1]))

@@ -521,7 +521,7 @@ class Engine:
         self.state.update_observations(obs, None if everyone else self._live)
         self._obs = step.obs
         if host is None:  # counted on the device, read at a boundary
-            self._device_rows.record(actions, step)
+            self._device_rows.record(step)
             self.rows.count_timesteps(None if everyone else self._live)
             self._steps_done += 1
             return None
@@ -602,15 +602,30 @@ class Engine:
 
     def _found_failure(self, member: Member, step: int) -> NonFiniteDataError:
         """``member``'s error for its first non-finite row, of ``step``, found at a read:
-        its own check's message, and the step it was read at."""
-        bad = self._device_rows.bad_row(self._index[id(member)], int(np.prod(self._action_shape)))
+        its own check's message on the row the step stored in the replay buffer (one copy),
+        and the step it was read at."""
+        read = f"read at step {self._steps_done}"
+        back, buffer = self._steps_done - step, self.buffer
+        if back >= buffer.capacity:  # the buffer has written over its row since
+            return NonFiniteDataError(
+                f"a non-finite action or transition at step {step} ({read}, its row since "
+                "overwritten); training stopped",
+                step - 1,
+            )
+        k, i = self._index[id(member)], (buffer.position - 1 - back) % buffer.capacity
+        fields = [buffer.storage[name][k, i].reshape(-1).to(torch.float64)
+                  for name in ("actions", "next_obs", "rewards")]  # fmt: skip
+        self._device_rows.crossings += 1
+        row = torch.cat(fields).cpu().numpy()
+        width = int(np.prod(self._action_shape))
+        action, next_obs, reward = row[:width], row[width:-1], float(row[-1])
         try:
-            if not np.isfinite(bad.action).all():
-                member.check_action(bad.action.reshape(self._action_shape), step)
-            member.checked_transition(bad.next_obs, bad.reward, False, False, step)
+            if not np.isfinite(action).all():
+                member.check_action(action.reshape(self._action_shape), step)
+            member.checked_transition(next_obs, reward, False, False, step)
         except NonFiniteDataError as err:
-            return NonFiniteDataError(f"{err} (read at step {self._steps_done})", step - 1)
-        raise AssertionError(f"member {self._index[id(member)]}: step {step}'s row is finite")
+            return NonFiniteDataError(f"{err} ({read})", step - 1)
+        raise AssertionError(f"member {k}: step {step}'s row is finite")
 
     def _row_checked(
         self,
